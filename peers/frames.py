@@ -1,0 +1,296 @@
+"""AMQP 1.0 framing, sans-I/O: split a byte stream into frames and decode each with ``proton.Data``.
+
+The splitter never touches a socket. Feed it bytes as they arrive with :meth:`FrameSplitter.feed`; it
+returns every frame (or protocol header) completed so far and keeps the rest for the next call.
+Performatives are decoded by python-qpid-proton's codec and given their specification field names
+from :mod:`amqp_types`; nothing here encodes or decodes an AMQP type by hand.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from proton import Array, Data, Described, symbol, ulong
+
+from .amqp_types import BY_CODE, BY_NAME, BY_SYMBOL, CHOICE_FIELDS
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+TLS_HEADER = b"AMQP\x02\x01\x00\x00"
+HEADER_NAMES = {AMQP_HEADER: "amqp-header", SASL_HEADER: "sasl-header", TLS_HEADER: "tls-header"}
+FRAME_TYPE_AMQP = 0
+FRAME_TYPE_SASL = 1
+MIN_FRAME_SIZE = 8
+# A frame larger than this is treated as a protocol violation by the splitter, whatever was negotiated:
+# it bounds the memory a hostile peer can make us buffer.
+DEFAULT_SIZE_LIMIT = 16 * 1024 * 1024
+
+
+class FramingError(Exception):
+    """The byte stream is not AMQP framing. ``offending`` holds the bytes that broke it."""
+
+    def __init__(self, message: str, offending: bytes) -> None:
+        super().__init__(f"{message} (offending bytes: {offending[:64].hex()})")
+        self.offending = offending
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One captured frame or protocol header.
+
+    ``performative`` is the specification name ("open", "disposition", "sasl-init"), "empty" for a
+    heartbeat frame, a header name ("amqp-header", "sasl-header") for a protocol header, or
+    "undecodable" when the body is not a described list. ``fields`` maps field names to decoded values
+    (see :func:`normalize`). ``raw`` is the whole frame as it crossed the wire.
+    """
+
+    direction: str  # "in" or "out", as seen by the endpoint that captured it
+    channel: int
+    frame_type: int
+    performative: str
+    fields: dict[str, Any]
+    payload: bytes
+    raw: bytes
+    t_ns: int = field(default_factory=time.monotonic_ns)
+
+    @property
+    def payload_len(self) -> int:
+        """Length of the bytes after the performative (a transfer's message section bytes)."""
+        return len(self.payload)
+
+    def describe(self) -> str:
+        """A one-line readable rendering: direction, channel, performative and its non-null fields."""
+        arrow = "->" if self.direction == "out" else "<-"
+        shown = {k: v for k, v in self.fields.items() if v is not None}
+        extra = f" +{self.payload_len}B payload" if self.payload else ""
+        return f"{arrow} [{self.channel}] {self.performative} {render(shown)}{extra}"
+
+
+def normalize(value: Any, owner: str | None = None, field_name: str | None = None) -> Any:
+    """Turn a value decoded by ``proton.Data`` into plain, named Python data.
+
+    Described values whose descriptor is known become dicts ``{"@type": name, field: value, ...}``
+    (every field up to the encoded list's length; missing trailing fields are absent). Restricted-type
+    choices (role, settle modes, terminus durability) become their names. Symbols become ``str``;
+    binary stays ``bytes``; unknown descriptors stay as ``{"@descriptor": ..., "@value": ...}``.
+    """
+    if isinstance(value, Described):
+        descriptor = value.descriptor
+        known = None
+        if isinstance(descriptor, int):
+            known = BY_CODE.get(int(descriptor))
+        elif isinstance(descriptor, str):
+            known = BY_SYMBOL.get(str(descriptor))
+        if known is not None and isinstance(value.value, list):
+            out: dict[str, Any] = {"@type": known.name}
+            for name, item in zip(known.fields, value.value):
+                out[name] = normalize(item, known.name, name)
+            return out
+        return {"@descriptor": _plain_scalar(descriptor), "@value": normalize(value.value)}
+    if isinstance(value, Array):
+        return [normalize(v) for v in value.elements]
+    if isinstance(value, dict):
+        return {normalize(k): normalize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [normalize(v) for v in value]
+    if owner is not None and field_name is not None and (owner, field_name) in CHOICE_FIELDS:
+        choices = CHOICE_FIELDS[(owner, field_name)]
+        key = bool(value) if isinstance(value, bool) else value
+        if key in choices:
+            return choices[key]
+    return _plain_scalar(value)
+
+
+def _plain_scalar(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, symbol):
+        return str(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return value
+
+
+def decode_body(body: bytes) -> tuple[str, dict[str, Any], bytes]:
+    """Decode a frame body into (performative name, named fields, payload).
+
+    An empty body is a heartbeat ("empty"). A body that ``proton.Data`` cannot decode, or that is not a
+    described list, yields ("undecodable", {"error": ...}, body) rather than raising: a hostile or broken
+    peer's frame is evidence to show, not a crash.
+    """
+    if not body:
+        return "empty", {}, b""
+    data = Data()
+    try:
+        consumed = data.decode(body)
+        data.rewind()
+        data.next()
+        obj = data.get_object()
+    except Exception as exc:  # proton raises DataException and friends on bad input
+        return "undecodable", {"error": f"{type(exc).__name__}: {exc}"}, body
+    named = normalize(obj)
+    if not isinstance(named, dict) or "@type" not in named:
+        return "undecodable", {"error": "frame body is not a known described list", "value": named}, body
+    name = named.pop("@type")
+    return name, named, body[consumed:]
+
+
+class FrameSplitter:
+    """Splits one direction of an AMQP connection's byte stream into :class:`Frame` objects.
+
+    Call :meth:`feed` with each chunk as it arrives; it returns the frames completed by that chunk.
+    Protocol headers (``AMQP`` + id + version) are recognised wherever a frame could start, so the SASL
+    header, the SASL frames and the AMQP header that follows them split correctly. A frame whose size
+    field is below 8 or above ``size_limit`` raises :class:`FramingError`; after that the splitter is
+    stuck and every later call raises again (the stream has lost its framing for good).
+    """
+
+    def __init__(self, direction: str, size_limit: int = DEFAULT_SIZE_LIMIT) -> None:
+        self.direction = direction
+        self.size_limit = size_limit
+        self._buffer = bytearray()
+        self._broken: FramingError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buffer)
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """Add bytes from the stream; return the frames they complete, in order."""
+        if self._broken is not None:
+            raise self._broken
+        self._buffer += chunk
+        frames: list[Frame] = []
+        while True:
+            frame = self._next_frame()
+            if frame is None:
+                return frames
+            frames.append(frame)
+
+    def _next_frame(self) -> Frame | None:
+        buf = self._buffer
+        if len(buf) >= 4 and buf[:4] == b"AMQP":
+            if len(buf) < 8:
+                return None
+            raw = bytes(buf[:8])
+            del buf[:8]
+            name = HEADER_NAMES.get(raw, "unknown-header")
+            return Frame(self.direction, 0, -1, name, {"protocol-id": raw[4], "version": list(raw[5:8])}, b"", raw)
+        if len(buf) < 8:
+            return None
+        size, doff, frame_type, channel = struct.unpack(">IBBH", bytes(buf[:8]))
+        if size < MIN_FRAME_SIZE or size > self.size_limit or doff < 2 or doff * 4 > size:
+            self._broken = FramingError(
+                f"invalid frame header: size={size} doff={doff} type={frame_type}", bytes(buf[:64])
+            )
+            raise self._broken
+        if len(buf) < size:
+            return None
+        raw = bytes(buf[:size])
+        del buf[:size]
+        name, fields, payload = decode_body(raw[doff * 4:])
+        return Frame(self.direction, channel, frame_type, name, fields, payload, raw)
+
+
+def redact_frame(frame: Frame) -> Frame:
+    """The frame with any SASL PLAIN password masked (same length, ``*``), in fields and raw bytes alike.
+
+    Applied at capture time, so no log, record or report made from captured frames can hold a password.
+    """
+    if frame.performative != "sasl-init":
+        return frame
+    response = frame.fields.get("initial-response")
+    if not isinstance(response, bytes) or response.count(b"\x00") < 2:
+        return frame
+    authzid, authcid, password = response.split(b"\x00", 2)
+    if not password:
+        return frame
+    masked = b"\x00".join((authzid, authcid, b"*" * len(password)))
+    fields = dict(frame.fields, **{"initial-response": masked})
+    return replace(frame, fields=fields, raw=frame.raw.replace(response, masked))
+
+
+def encode_value(value: Any) -> bytes:
+    """Encode one Python/proton value with ``proton.Data`` (its choice of widths)."""
+    data = Data()
+    data.put_object(value)
+    return data.encode()
+
+
+def described(name: str, **fields: Any) -> Described:
+    """Build a ``proton.Described`` of a known type from field names, e.g. described("detach", handle=0).
+
+    Fields use the specification's names with ``_`` for ``-``; unknown names raise ``KeyError`` that lists
+    the valid ones. Trailing absent fields are omitted from the list, as the specification allows.
+    """
+    spec = BY_NAME[name]
+    given = {k.replace("_", "-"): v for k, v in fields.items()}
+    unknown = set(given) - set(spec.fields)
+    if unknown:
+        raise KeyError(f"{name} has no field(s) {sorted(unknown)}; fields: {list(spec.fields)}")
+    values = [given.get(f) for f in spec.fields]
+    while values and values[-1] is None:
+        values.pop()
+    return Described(ulong(spec.code), values)
+
+
+def encode_frame(body: bytes | Described | Any, channel: int = 0, frame_type: int = FRAME_TYPE_AMQP,
+                 payload: bytes = b"", doff: int = 2, size: int | None = None) -> bytes:
+    """Build frame bytes: 8-byte header, then ``body`` (encoded with proton.Data unless already bytes).
+
+    ``size`` and ``doff`` can be set to wrong values on purpose, for negative cases; by default they are
+    computed so the frame is well-formed.
+    """
+    encoded = body if isinstance(body, (bytes, bytearray)) else encode_value(body)
+    extended = b"\x00" * max(0, doff * 4 - 8)
+    total = 8 + len(extended) + len(encoded) + len(payload)
+    return struct.pack(">IBBH", total if size is None else size, doff, frame_type, channel) + extended + bytes(
+        encoded) + payload
+
+
+def to_jsonable(value: Any) -> Any:
+    """Render decoded frame data for JSON: bytes as ``"b'...'"`` (Python bytes notation), keys as str."""
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value))
+    if isinstance(value, dict):
+        return {str(to_jsonable(k)) if not isinstance(k, str) else k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return str(value)
+
+
+def render(value: Any) -> str:
+    """Compact readable text for decoded data: ``{settled=True state=accepted}``."""
+    if isinstance(value, dict):
+        if "@type" in value:
+            inner = {k: v for k, v in value.items() if k != "@type" and v is not None}
+            return value["@type"] + (render(inner) if inner else "")
+        return "{" + " ".join(f"{k}={render(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(render(v) for v in value) + "]"
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value))
+    return str(value)
+
+
+def frames_text(frames: Iterable[Frame]) -> str:
+    """The frame log as text, one frame a line, time relative to the first frame in milliseconds."""
+    lines = []
+    start: int | None = None
+    for frame in frames:
+        start = frame.t_ns if start is None else start
+        lines.append(f"{(frame.t_ns - start) / 1e6:9.3f}ms {frame.describe()}")
+    return "\n".join(lines)

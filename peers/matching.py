@@ -1,0 +1,105 @@
+"""Patterns over decoded AMQP data: the one matcher used by frame expectations and case verdicts.
+
+A pattern is plain data, so case tables can hold it:
+
+- a dict matches a dict when every key of the pattern matches the value's entry (a missing entry is
+  ``None``); keys the pattern does not name are not judged;
+- ``None`` matches an absent or null value;
+- ``{"@regex": "..."}`` matches a str (or bytes, read as UTF-8) that the regular expression fully matches;
+- ``{"@present": true}`` matches any non-null value, ``{"@present": false}`` an absent or null one;
+- ``{"@one-of": [p1, p2]}`` matches when any of the patterns matches;
+- a list matches a list of the same length element by element;
+- a str matches an equal str, or bytes whose UTF-8 text is equal;
+- anything else matches an equal value (``True`` does not equal ``1`` here).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .frames import render
+
+OPERATORS = ("@regex", "@present", "@one-of")
+
+
+def mismatches(pattern: Any, value: Any, path: str = "") -> list[str]:
+    """Every place where ``value`` fails ``pattern``, as "path: expected X, observed Y" lines; [] if it matches."""
+    where = path or "(value)"
+    if isinstance(pattern, dict) and len(pattern) == 1 and next(iter(pattern)) in OPERATORS:
+        return _operator(pattern, value, where)
+    if isinstance(pattern, dict):
+        if not isinstance(value, dict):
+            return [f"{where}: expected {render(pattern)}, observed {render(value)}"]
+        found: list[str] = []
+        for key, sub in pattern.items():
+            found += mismatches(sub, value.get(key), f"{path}.{key}" if path else str(key))
+        return found
+    if isinstance(pattern, list):
+        if not isinstance(value, list) or len(value) != len(pattern):
+            return [f"{where}: expected {render(pattern)}, observed {render(value)}"]
+        found = []
+        for index, (sub, item) in enumerate(zip(pattern, value)):
+            found += mismatches(sub, item, f"{path}[{index}]")
+        return found
+    if _scalar_equal(pattern, value):
+        return []
+    return [f"{where}: expected {render(pattern)}, observed {render(value)}"]
+
+
+def matches(pattern: Any, value: Any) -> bool:
+    """True when ``value`` satisfies ``pattern`` (see the module docstring for the pattern language)."""
+    return not mismatches(pattern, value)
+
+
+def _operator(pattern: dict, value: Any, where: str) -> list[str]:
+    op, arg = next(iter(pattern.items()))
+    if op == "@present":
+        if (value is not None) == bool(arg):
+            return []
+        return [f"{where}: expected {'a value' if arg else 'nothing'}, observed {render(value)}"]
+    if op == "@regex":
+        text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
+        if isinstance(text, str) and re.fullmatch(arg, text):
+            return []
+        return [f"{where}: expected text matching /{arg}/, observed {render(value)}"]
+    # @one-of
+    if any(not mismatches(option, value) for option in arg):
+        return []
+    return [f"{where}: expected one of {render(arg)}, observed {render(value)}"]
+
+
+def _scalar_equal(pattern: Any, value: Any) -> bool:
+    if isinstance(pattern, bool) or isinstance(value, bool):
+        return type(pattern) is type(value) and pattern == value
+    if isinstance(pattern, str) and isinstance(value, (bytes, bytearray)):
+        return bytes(value) == pattern.encode("utf-8")
+    return pattern == value
+
+
+def validate_pattern(pattern: Any, path: str = "") -> list[str]:
+    """Problems with a pattern's operators (unknown ``@`` keys, bad regex); [] when it is well-formed."""
+    problems: list[str] = []
+    if isinstance(pattern, dict):
+        for key, sub in pattern.items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and key.startswith("@") and key != "@type":
+                if key not in OPERATORS:
+                    problems.append(f"{here}: unknown operator {key!r} (known: {', '.join(OPERATORS)})")
+                elif key == "@regex":
+                    try:
+                        re.compile(sub)
+                    except (re.error, TypeError) as exc:
+                        problems.append(f"{here}: invalid regular expression {sub!r}: {exc}")
+                elif key == "@one-of":
+                    if not isinstance(sub, list):
+                        problems.append(f"{here}: @one-of takes a list of patterns")
+                    else:
+                        for i, option in enumerate(sub):
+                            problems += validate_pattern(option, f"{here}[{i}]")
+            else:
+                problems += validate_pattern(sub, here)
+    elif isinstance(pattern, list):
+        for i, sub in enumerate(pattern):
+            problems += validate_pattern(sub, f"{path}[{i}]")
+    return problems

@@ -1,0 +1,423 @@
+"""The scripted Proton peer: one AMQP connection driven step by step over a socket by a loop we own.
+
+No reactor, no ``MessagingHandler``, no threads. Each step (open, attach, send, dispose) changes proton's
+engine and :meth:`ScriptedPeer.pump` moves bytes until a condition holds or the step's time-out ends.
+Expectations wait for a captured inbound frame that matches a pattern (:mod:`matching`); a mismatch
+raises :class:`ExpectationFailed` with the expected pattern, what was observed and the frame log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import select
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proton import SASL, Delivery, Link, Message, Receiver, Sender, Session, Terminus
+
+from .address import BrokerAddress
+from .engine import CapturingEngine, delivery_tag
+from .frames import Frame, FrameSplitter, FramingError, frames_text, render
+from .matching import mismatches
+
+DEFAULT_TIMEOUT = 2.0
+DEFAULT_QUIET = 0.3
+READ_SIZE = 65536
+
+RCV_SETTLE_MODES = {"first": Link.RCV_FIRST, "second": Link.RCV_SECOND}
+SND_SETTLE_MODES = {"unsettled": Link.SND_UNSETTLED, "settled": Link.SND_SETTLED, "mixed": Link.SND_MIXED}
+DURABILITY = {"none": Terminus.NONDURABLE, "configuration": Terminus.CONFIGURATION,
+              "unsettled-state": Terminus.DELIVERIES}
+OUTCOMES = {"accepted": Delivery.ACCEPTED, "rejected": Delivery.REJECTED, "released": Delivery.RELEASED,
+            "modified": Delivery.MODIFIED, "received": Delivery.RECEIVED}
+
+
+class PeerError(Exception):
+    """The harness could not complete a step (the case's verdict is ERROR, not FAIL)."""
+
+
+class BrokerUnreachable(PeerError):
+    """Nothing accepted a TCP connection at the broker's address."""
+
+
+class ExpectationFailed(AssertionError):
+    """An expected frame did not arrive (or a forbidden one did). Carries the evidence."""
+
+    def __init__(self, summary: str, expected: Any, observed: list[Frame], log: list[Frame]) -> None:
+        self.summary = summary
+        self.expected = expected
+        self.observed = observed
+        self.log = log
+        observed_text = "\n".join("  " + f.describe() for f in observed) or "  (no matching-performative frame)"
+        super().__init__(
+            f"{summary}\nexpected: {render(expected)}\nobserved:\n{observed_text}\nframe log:\n{frames_text(log)}"
+        )
+
+
+@dataclass
+class ReceivedDelivery:
+    """A whole message the peer received: proton's delivery, its transfer frame and the decoded message."""
+
+    delivery: Delivery
+    transfer: Frame
+    message: Message
+
+    @property
+    def delivery_id(self) -> int:
+        """The delivery-id from the (first) transfer frame."""
+        return self.transfer.fields["delivery-id"]
+
+    @property
+    def tag(self) -> bytes:
+        """The delivery-tag as sent by the broker."""
+        return delivery_tag(self.delivery)
+
+
+_ids = itertools.count(1)
+
+
+class ScriptedPeer:
+    """One connection to a broker, scripted step by step; every frame in both directions is captured.
+
+    Use :meth:`connect` to create one and ``with`` (or :meth:`close`) to end it. Time-outs: ``timeout`` for
+    a frame that must arrive, ``quiet`` for how long to watch for a frame that must not.
+    """
+
+    def __init__(self, address: BrokerAddress, *, timeout: float = DEFAULT_TIMEOUT, quiet: float = DEFAULT_QUIET,
+                 label: str = "peer", container_id: str | None = None, max_frame_size: int | None = None,
+                 sasl_mechanisms: str | None = None) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.quiet = quiet
+        self.label = label
+        self.engine = CapturingEngine(server=False, max_frame_size=max_frame_size)
+        self.connection = self.engine.connection
+        self.connection.container = container_id or f"amqp-conformance-{uuid.uuid4().hex[:12]}"
+        self.connection.hostname = address.host
+        self._sock: socket.socket | None = None
+        self._eof = False
+        self._raw_out = 0
+        mechanisms = sasl_mechanisms or ("PLAIN" if address.user is not None else "ANONYMOUS")
+        sasl = SASL(self.engine.transport)
+        sasl.allowed_mechs(mechanisms)
+        sasl.allow_insecure_mechs = True
+        if address.user is not None:
+            self.connection.user = address.user
+            self.connection.password = address.password or ""
+
+    # -- connection lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, address: BrokerAddress, **options: Any) -> ScriptedPeer:
+        """Open a TCP connection to ``address`` (raises :class:`BrokerUnreachable` with the reason)."""
+        peer = cls(address, **options)
+        try:
+            peer._sock = socket.create_connection((address.host, address.port), timeout=peer.timeout)
+        except OSError as exc:
+            raise BrokerUnreachable(f"cannot connect to {address.url}: {exc.strerror or exc}") from None
+        peer._sock.setblocking(False)
+        peer._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer.engine.bind()
+        return peer
+
+    def __enter__(self) -> ScriptedPeer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self, graceful: bool = True) -> None:
+        """Close the AMQP connection (waiting briefly for the broker's close) and the socket."""
+        if self._sock is None:
+            return
+        if graceful and not self._eof and not self.engine.closed:
+            try:
+                self.connection.close()
+                self.pump(lambda: self.engine.closed or self._eof, timeout=min(self.timeout, 1.0))
+            except (PeerError, OSError):
+                pass
+        self._sock.close()
+        self._sock = None
+
+    @property
+    def frames(self) -> list[Frame]:
+        """Every frame captured so far on this connection, in order."""
+        return self.engine.frames
+
+    def mark(self) -> int:
+        """A position in the frame log: pass it as ``since`` to look only at frames captured after now."""
+        return len(self.engine.frames)
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
+        """Move bytes both ways until ``until()`` is true (returns True) or ``timeout`` passes (False).
+
+        With no ``until``, moves bytes for the whole ``timeout``. Raises :class:`PeerError` if the socket
+        fails; a closed connection ends the wait early (returns ``until()``'s value then).
+        """
+        if self._sock is None:
+            raise PeerError("the peer is not connected")
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            self._flush()
+            for _ in self.engine.events():
+                pass  # the script reads proton's objects directly; events only need draining
+            self._flush()
+            if until is not None and until():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._eof:
+                return until() if until is not None else False
+            readable, _, _ = select.select([self._sock], [], [], min(remaining, 0.05))
+            if readable:
+                self._read()
+            self.engine.tick(time.monotonic())
+
+    def _flush(self) -> None:
+        data = self.engine.data_to_send()
+        if data:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        assert self._sock is not None
+        view = memoryview(data)
+        deadline = time.monotonic() + self.timeout
+        while view:
+            try:
+                sent = self._sock.send(view)
+                view = view[sent:]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise PeerError("the broker stopped reading: a write did not complete in time") from None
+                select.select([], [self._sock], [], 0.05)
+            except OSError as exc:
+                self._eof = True
+                raise PeerError(f"write to broker failed: {exc}") from None
+
+    def _read(self) -> None:
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            data = b""
+            self.engine.frames.append(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
+        if data:
+            self.engine.receive_data(data)
+        else:
+            self._eof = True
+            self.engine.receive_eof()
+
+    # -- raw mode ------------------------------------------------------------------------------------
+
+    def send_raw(self, data: bytes) -> list[Frame]:
+        """Write bytes straight to the socket, bypassing proton (which does not learn of them).
+
+        Anything proton had queued is written first, so order is kept. The bytes are captured as
+        outbound frames; bytes that are not valid framing are captured as one "raw-bytes" frame.
+        """
+        self._flush()
+        splitter = FrameSplitter("out")
+        try:
+            frames = splitter.feed(data)
+            if splitter.buffered:
+                frames.append(Frame("out", 0, -1, "raw-bytes", {"note": "incomplete frame"}, b"", data[-splitter.buffered:]))
+        except FramingError:
+            frames = [Frame("out", 0, -1, "raw-bytes", {"note": "not valid framing"}, b"", data)]
+        for frame in frames:
+            self.engine.capture(frame)
+        self._write(data)
+        return frames
+
+    # -- expectations --------------------------------------------------------------------------------
+
+    def find(self, performative: str, since: int = 0, direction: str = "in", **fields: Any) -> Frame | None:
+        """The first captured frame after ``since`` with this performative whose fields match the pattern."""
+        pattern = _field_pattern(fields)
+        for frame in self.engine.frames[since:]:
+            if frame.direction == direction and frame.performative == performative and \
+                    not mismatches(pattern, frame.fields):
+                return frame
+        return None
+
+    def expect(self, performative: str, since: int = 0, timeout: float | None = None, direction: str = "in",
+               **fields: Any) -> Frame:
+        """Wait for an inbound ``performative`` frame after ``since`` whose fields match; return it.
+
+        Field names use ``_`` for ``-`` (``delivery_id=0``); values are patterns. Raises
+        :class:`ExpectationFailed` after ``timeout`` (default: the peer's) with the evidence.
+        """
+        found: list[Frame] = []
+
+        def arrived() -> bool:
+            found[:] = [f for f in [self.find(performative, since, direction, **fields)] if f is not None]
+            return bool(found)
+
+        if self.pump(arrived, timeout):
+            return found[0]
+        pattern = {"performative": performative, **_field_pattern(fields)}
+        observed = [f for f in self.engine.frames[since:]
+                    if f.direction == direction and f.performative == performative]
+        raise ExpectationFailed(f"{self.label}: no matching {performative} within "
+                                f"{self.timeout if timeout is None else timeout:.2f}s", pattern, observed,
+                                list(self.engine.frames))
+
+    def expect_none(self, performative: str, since: int = 0, within: float | None = None, **fields: Any) -> None:
+        """Watch for ``within`` seconds (default: the peer's quiet time); raise if a matching frame arrives."""
+        if self.pump(lambda: self.find(performative, since, **fields) is not None,
+                     self.quiet if within is None else within):
+            frame = self.find(performative, since, **fields)
+            assert frame is not None
+            raise ExpectationFailed(f"{self.label}: an unexpected {performative} arrived",
+                                    {"no": performative, **_field_pattern(fields)}, [frame], list(self.engine.frames))
+
+    # -- scripted steps ------------------------------------------------------------------------------
+
+    def open(self) -> Frame:
+        """Send open and wait for the broker's open; returns it (its properties name the product)."""
+        since = self.mark()
+        self.connection.open()
+        return self.expect("open", since)
+
+    def begin(self) -> Session:
+        """Begin a session and wait for the broker's begin."""
+        since = self.mark()
+        session = self.connection.session()
+        session.open()
+        self.expect("begin", since)
+        return session
+
+    def attach_receiver(self, session: Session, address: str, *, name: str | None = None,
+                        rcv_settle_mode: str = "first", snd_settle_mode: str | None = None,
+                        durable: str = "none", expiry: str | None = None, credit: int = 0,
+                        filter: dict | None = None) -> tuple[Receiver, Frame]:
+        """Attach a receiving link from ``address``; wait for the broker's attach; grant ``credit``.
+
+        Returns proton's receiver and the broker's attach frame (whose ``source`` may be null: refused).
+        """
+        receiver = session.receiver(name or f"rcv-{next(_ids)}")
+        receiver.source.address = address
+        receiver.source.durability = DURABILITY[durable]
+        if durable != "none":
+            receiver.source.expiry_policy = Terminus.EXPIRE_NEVER
+        if expiry is not None:
+            receiver.source.expiry_policy = {"never": Terminus.EXPIRE_NEVER,
+                                             "link-detach": Terminus.EXPIRE_WITH_LINK}[expiry]
+        if filter:
+            receiver.source.filter.put_dict(filter)
+        receiver.target.address = None
+        receiver.rcv_settle_mode = RCV_SETTLE_MODES[rcv_settle_mode]
+        if snd_settle_mode is not None:
+            receiver.snd_settle_mode = SND_SETTLE_MODES[snd_settle_mode]
+        return receiver, self._attach(receiver, credit)
+
+    def attach_sender(self, session: Session, address: str, *, name: str | None = None,
+                      snd_settle_mode: str = "unsettled", rcv_settle_mode: str = "first") -> tuple[Sender, Frame]:
+        """Attach a sending link to ``address`` and wait for the broker's attach."""
+        sender = session.sender(name or f"snd-{next(_ids)}")
+        sender.target.address = address
+        sender.source.address = None
+        sender.snd_settle_mode = SND_SETTLE_MODES[snd_settle_mode]
+        sender.rcv_settle_mode = RCV_SETTLE_MODES[rcv_settle_mode]
+        return sender, self._attach(sender, 0)
+
+    def _attach(self, link: Link, credit: int) -> Frame:
+        since = self.mark()
+        link.open()
+        if credit:
+            link.flow(credit)
+        return self.expect("attach", since, name=link.name)
+
+    def wait_for_credit(self, sender: Sender, timeout: float | None = None) -> None:
+        """Wait until the broker has granted ``sender`` credit; ExpectationFailed if it never does."""
+        if not self.pump(lambda: sender.credit > 0, timeout):
+            raise ExpectationFailed(f"{self.label}: the broker granted no credit on link {sender.name}",
+                                    {"flow": "link-credit > 0"}, [], list(self.engine.frames))
+
+    def send(self, sender: Sender, body: Any, *, tag: bytes | None = None, settled: bool = False,
+             message: Message | None = None, state: dict | None = None) -> tuple[Delivery, Frame]:
+        """Send one whole message; returns proton's delivery and its (first) transfer frame.
+
+        ``settled`` sends it pre-settled. ``state`` (a raw ``Delivery`` data list keyed by type code) is set
+        as the transfer's delivery state, e.g. a transactional-state.
+        """
+        self.wait_for_credit(sender)
+        since = self.mark()
+        tag = tag or f"t{next(_ids)}".encode()
+        delivery = sender.delivery(tag)
+        if state is not None:
+            delivery.local.data = state["data"]
+            delivery.update(state["type"])
+        sender.send((message or Message(body=body)).encode())
+        sender.advance()
+        if settled:
+            delivery.settle()
+        frame = self.expect("transfer", since, direction="out", delivery_tag=tag)
+        return delivery, frame
+
+    def send_partial(self, sender: Sender, chunk: bytes, tag: bytes) -> Delivery:
+        """Send the first bytes of a message as a transfer with ``more=true``; finish with :meth:`finish_partial`."""
+        self.wait_for_credit(sender)
+        since = self.mark()
+        delivery = sender.delivery(tag)
+        sender.send(chunk)
+        self.expect("transfer", since, direction="out", delivery_tag=tag, more=True)
+        return delivery
+
+    def finish_partial(self, sender: Sender, rest: bytes) -> None:
+        """Send the rest of the current partial delivery and mark it complete."""
+        since = self.mark()
+        sender.send(rest)
+        sender.advance()
+        self.expect("transfer", since, direction="out")
+
+    def receive(self, receiver: Receiver, since: int = 0, timeout: float | None = None) -> ReceivedDelivery:
+        """Wait for the next whole message on ``receiver``; read it and advance the link."""
+        def ready() -> bool:
+            current = receiver.current
+            return current is not None and current.readable and not current.partial
+
+        if not self.pump(ready, timeout):
+            observed = [f for f in self.engine.frames[since:] if f.direction == "in"]
+            raise ExpectationFailed(f"{self.label}: no message arrived on link {receiver.name}",
+                                    {"transfer": {"handle": "(link)"}}, observed, list(self.engine.frames))
+        delivery = receiver.current
+        body = receiver.recv(delivery.pending)
+        receiver.advance()
+        message = Message()
+        message.decode(body)
+        transfer = self._transfer_frame(delivery_tag(delivery), since)
+        return ReceivedDelivery(delivery, transfer, message)
+
+    def _transfer_frame(self, tag: bytes, since: int) -> Frame:
+        for frame in reversed(self.engine.frames):
+            if frame.direction == "in" and frame.performative == "transfer" and \
+                    frame.fields.get("delivery-tag") == tag:
+                return frame
+        raise PeerError(f"proton reported delivery {tag!r} but no transfer frame with that tag was captured")
+
+    def dispose(self, delivery: Delivery, outcome: str | None, *, settle: bool,
+                condition: tuple[str, str] | None = None) -> None:
+        """Set our outcome for a received delivery (proton sends the disposition) and settle if asked.
+
+        ``outcome=None`` with ``settle=True`` settles with no state.
+        """
+        if outcome is not None:
+            if condition is not None:
+                from proton import Condition
+
+                delivery.local.condition = Condition(*condition)
+            delivery.update(OUTCOMES[outcome])
+        if settle:
+            delivery.settle()
+        self._flush()
+
+
+def _field_pattern(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name.replace("_", "-"): value for name, value in fields.items()}

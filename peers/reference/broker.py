@@ -1,0 +1,340 @@
+"""The reference broker's protocol logic, sans-I/O: what it does with each AMQP event.
+
+:class:`Broker` holds the store and the policy; each client is a :class:`BrokerConnection` (SASL layer
+plus a :class:`CapturingEngine`) that the server loop feeds bytes. The behaviour implements the
+documented guarantees exactly:
+
+- UM 10.11 "Accepted: Subscription Mapping" (``000``): a disposition with no state is answered with the
+  source's default outcome (accepted) and settled; an accepted disposition already settled needs no
+  answer; an unsettled accepted one is acknowledged (for a durable source, by its ``<store-uid>:<eid>``
+  tag) and answered accepted and settled, under receiver settle mode FIRST or SECOND alike.
+- UM 10.11 "Accepted: Publishing Mapping": a whole transfer is stored; unsettled ones are answered
+  accepted and settled, pre-settled ones get no disposition. A partial (multi-frame) delivery is
+  rejected with ``amqp:not-implemented`` and settled when the ``um-10.11`` policy is in force, and
+  accepted once complete under ``core``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
+
+from ..engine import CapturingEngine, delivery_tag
+from ..frames import Frame
+from .sasl import SaslServer
+from .store import Node, Store, StoredMessage, Subscription
+
+PRODUCT = "amqp-conformance-reference"
+PUBLISHER_CREDIT = 100
+
+
+@dataclass
+class Policy:
+    """Behaviour that differs between expectation sets. ``for_set`` gives the one each set requires."""
+
+    partial_delivery: str = "reject"  # "reject" (UM 10.11) or "accept" (core AMQP 1.0)
+
+    @classmethod
+    def for_set(cls, expectation_set: str) -> Policy:
+        """The policy under which the broker meets ``expectation_set`` ("core", "um-10.11", ...)."""
+        return cls(partial_delivery="accept" if expectation_set == "core" else "reject")
+
+
+@dataclass
+class Outstanding:
+    """A delivery the broker sent and has not settled: where its message came from."""
+
+    node: Node
+    subscription: Subscription
+    message: StoredMessage
+
+
+@dataclass
+class Consumer:
+    """A link on which the broker sends: its node and subscription."""
+
+    link: Link
+    node: Node
+    subscription: Subscription
+    outstanding: dict[bytes, Outstanding] = field(default_factory=dict)  # by delivery tag
+
+
+class BrokerConnection:
+    """One client connection: SASL, then proton's engine. Feed bytes in, take bytes out."""
+
+    def __init__(self, broker: Broker, peer_name: str) -> None:
+        self.broker = broker
+        self.peer_name = peer_name
+        self.engine = CapturingEngine(server=True)
+        self.sasl = SaslServer(broker.users)
+        self.consumers: dict[str, Consumer] = {}  # by link name
+        self.multi_frame: set[tuple[str, bytes]] = set()  # (link name, delivery tag) seen with more=true
+        self._link_names: dict[tuple[int, int], str] = {}  # (channel, handle) -> link name, from attach frames
+        self._current_tag: dict[tuple[int, int], bytes] = {}
+        self._out = bytearray()
+        self.close_after_write = False
+        self.engine.listeners.append(self._watch_frame)
+
+    @property
+    def done(self) -> bool:
+        """True when nothing more will be read or written on this connection."""
+        return (self.close_after_write or self.engine.closed) and not self._out
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes from the client: through SASL while it runs, then to proton; events are handled at once."""
+        if not self.sasl.done:
+            result = self.sasl.receive_data(data)
+            for frame in result.frames_in + result.frames_out:
+                self.engine.capture(frame)
+            self._out += result.to_send
+            if result.close:
+                self.close_after_write = True
+                return
+            data = result.passthrough
+            if not data:
+                return
+        self.engine.receive_data(data)
+        self.broker.handle(self)
+
+    def receive_eof(self) -> None:
+        """The client closed the socket."""
+        self.engine.receive_eof()
+        self.broker.handle(self)
+        self.broker.forget(self)
+
+    def data_to_send(self) -> bytes:
+        """Everything waiting to be written to the client."""
+        if self.sasl.done:
+            self._out += self.engine.data_to_send()
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+    def _watch_frame(self, frame: Frame) -> None:
+        """Note which deliveries arrived in more than one transfer frame (proton does not say once whole)."""
+        if frame.direction != "in":
+            return
+        key = (frame.channel, frame.fields.get("handle"))
+        if frame.performative == "attach":
+            self._link_names[key] = frame.fields.get("name")
+        elif frame.performative == "transfer":
+            tag = frame.fields.get("delivery-tag")
+            if tag is not None:
+                self._current_tag[key] = tag
+            if frame.fields.get("more") and key in self._link_names and key in self._current_tag:
+                self.multi_frame.add((self._link_names[key], self._current_tag[key]))
+
+    def was_multi_frame(self, delivery: Delivery) -> bool:
+        """True when this received delivery came (or is coming) in more than one transfer frame."""
+        return (delivery.link.name, delivery_tag(delivery)) in self.multi_frame
+
+
+class Broker:
+    """The reference broker's state and behaviour, shared by all connections; guarded by :attr:`lock`."""
+
+    def __init__(self, users: dict[str, str] | None = None, policy: Policy | None = None) -> None:
+        self.store = Store()
+        self.policy = policy or Policy()
+        self.users = dict(users or {})
+        self.connections: list[BrokerConnection] = []
+        self.lock = threading.RLock()
+        self.on_frame: Callable[[BrokerConnection, Frame], None] | None = None
+
+    def accept(self, peer_name: str) -> BrokerConnection:
+        """A new client connection."""
+        connection = BrokerConnection(self, peer_name)
+        self.connections.append(connection)
+        return connection
+
+    def forget(self, connection: BrokerConnection) -> None:
+        """Drop a connection: its consumers' unsettled messages go back to their subscriptions."""
+        for consumer in connection.consumers.values():
+            self._release_consumer(consumer)
+        connection.consumers.clear()
+        if connection in self.connections:
+            self.connections.remove(connection)
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def handle(self, connection: BrokerConnection) -> None:
+        """Act on every pending proton event of ``connection``, then deliver what consumers can take."""
+        for event in connection.engine.events():
+            handler = getattr(self, "_on_" + event.type.name.lower(), None)
+            if handler is not None:
+                handler(connection, event)
+        self.dispatch()
+
+    def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        conn = event.connection
+        conn.container = PRODUCT
+        conn.properties = {symbol("product"): PRODUCT, symbol("version"): _version()}
+        conn.open()
+
+    def _on_pn_connection_remote_close(self, connection: BrokerConnection, event: Event) -> None:
+        event.connection.close()
+
+    def _on_pn_session_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        event.session.open()
+
+    def _on_pn_session_remote_close(self, connection: BrokerConnection, event: Event) -> None:
+        event.session.close()
+
+    def _on_pn_link_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        link = event.link
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        if link.is_sender:
+            self._open_consumer(connection, link)
+        else:
+            link.open()
+            link.flow(PUBLISHER_CREDIT)
+
+    def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
+        address = link.remote_source.address or ""
+        node = self.store.node(address)
+        if node is None:
+            link.source.address = None
+            link.open()
+            link.condition = Condition("amqp:not-found", f"no node at address {address!r}")
+            link.close()
+            return
+        durable = link.remote_source.durability in (Terminus.CONFIGURATION, Terminus.DELIVERIES)
+        durable_name = f"{link.connection.remote_container}/{link.name}" if durable else None
+        connection.consumers[link.name] = Consumer(link, node, node.subscription(durable_name))
+        link.open()
+
+    def _on_pn_link_remote_detach(self, connection: BrokerConnection, event: Event) -> None:
+        self._end_link(connection, event.link, closed=False)
+
+    def _on_pn_link_remote_close(self, connection: BrokerConnection, event: Event) -> None:
+        self._end_link(connection, event.link, closed=True)
+
+    def _end_link(self, connection: BrokerConnection, link: Link, closed: bool) -> None:
+        consumer = connection.consumers.pop(link.name, None) if link.is_sender else None
+        if consumer is not None:
+            self._release_consumer(consumer)
+            if closed and consumer.subscription.durable:
+                consumer.node.durable.pop(consumer.subscription.name, None)
+        if link.state & Endpoint.LOCAL_ACTIVE:
+            if closed:
+                link.close()
+            else:
+                link.detach()
+
+    def _release_consumer(self, consumer: Consumer) -> None:
+        for outstanding in consumer.outstanding.values():
+            outstanding.subscription.requeue(outstanding.message.eid)
+        consumer.outstanding.clear()
+
+    def _on_pn_transport_closed(self, connection: BrokerConnection, event: Event) -> None:
+        self.forget(connection)
+
+    def _on_pn_delivery(self, connection: BrokerConnection, event: Event) -> None:
+        delivery = event.delivery
+        if delivery.link.is_receiver:
+            self._on_published(connection, delivery)
+        elif delivery.updated:
+            self._on_consumer_disposition(connection, delivery)
+
+    # -- publishing (the broker receives) ------------------------------------------------------------
+
+    def _on_published(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        link = delivery.link
+        multi_frame = connection.was_multi_frame(delivery)
+        if delivery.partial:
+            if multi_frame and self.policy.partial_delivery == "reject" and not delivery.local_state:
+                self._settle(delivery, Delivery.REJECTED,
+                             Condition("amqp:not-implemented", "multi-frame transfers are not supported"))
+            return
+        if delivery.local_state:  # already answered (a partial delivery rejected above)
+            link.recv(delivery.pending)
+            link.advance()
+            return
+        encoded = link.recv(delivery.pending)
+        link.advance()
+        if multi_frame and self.policy.partial_delivery == "reject":
+            self._settle(delivery, Delivery.REJECTED,
+                         Condition("amqp:not-implemented", "multi-frame transfers are not supported"))
+            return
+        node = self.store.node(link.remote_target.address or "")
+        if node is None:
+            self._settle(delivery, Delivery.REJECTED, Condition("amqp:not-found", "no such node"))
+            return
+        node.publish(encoded)
+        if delivery.settled:
+            delivery.settle()  # pre-settled by the publisher: no further action, no disposition
+        else:
+            self._settle(delivery, Delivery.ACCEPTED)
+        if link.credit < PUBLISHER_CREDIT // 2:
+            link.flow(PUBLISHER_CREDIT - link.credit)
+
+    @staticmethod
+    def _settle(delivery: Delivery, outcome: int, condition: Condition | None = None) -> None:
+        if condition is not None:
+            delivery.local.condition = condition
+        delivery.update(outcome)
+        delivery.settle()
+
+    # -- subscribing (the broker sends) --------------------------------------------------------------
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        if consumer is None:
+            return
+        outstanding = consumer.outstanding.get(delivery_tag(delivery))
+        if outstanding is None:
+            return
+        state = delivery.remote_state
+        if state == Delivery.RECEIVED:
+            return  # non-terminal: nothing to do yet
+        subscription = outstanding.subscription
+        if state in (0, Delivery.ACCEPTED, Delivery.REJECTED):
+            # no state: the source's default outcome, which is accepted (UM 10.11 Accepted/Subscription row 1)
+            subscription.acknowledge(outstanding.message.eid)
+            answer = Delivery.ACCEPTED if state == 0 else state
+        elif state in (Delivery.RELEASED, Delivery.MODIFIED):
+            if state == Delivery.MODIFIED and delivery.remote.failed:
+                outstanding.message.delivery_count += 1
+            subscription.requeue(outstanding.message.eid)
+            answer = state
+        else:
+            return
+        del consumer.outstanding[delivery_tag(delivery)]
+        if delivery.settled:
+            delivery.settle()  # the consumer settled already: no further action (row 2)
+        else:
+            delivery.update(answer)
+            delivery.settle()
+
+    def dispatch(self) -> None:
+        """Send pending messages on every consumer link that has credit."""
+        for connection in self.connections:
+            for consumer in connection.consumers.values():
+                link = consumer.link
+                while link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
+                    message = consumer.subscription.take()
+                    if message is None:
+                        break
+                    delivery = link.delivery(consumer.node.delivery_tag(message))
+                    link.send(message.encoded)
+                    link.advance()
+                    if link.snd_settle_mode == Link.SND_SETTLED:
+                        consumer.subscription.acknowledge(message.eid)
+                        delivery.settle()
+                    else:
+                        consumer.outstanding[delivery_tag(delivery)] = Outstanding(consumer.node, consumer.subscription,
+                                                                         message)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("amqp-conformance")
+    except Exception:
+        return "0+unknown"
