@@ -66,14 +66,23 @@ def parse_url(url: str) -> BrokerAddress:
 
 
 def redact(url: str) -> str:
-    """The URL text with the password (if any) replaced by ``***``; works on URLs that do not parse too."""
+    """The URL text with the password (if any) replaced by ``***``; works on URLs that do not parse too.
+
+    Whatever precedes the last ``@`` is user information, and everything in it after the first ``:`` is
+    masked: a password holding ``/`` or ``@`` is still hidden, and a mistyped URL cannot leak one into an
+    error message. The price: an ``@`` in a vhost path over-masks (``amqp://h:***@c``), never under-masks.
+    """
     scheme, sep, rest = url.partition("://")
     if not sep:
+        scheme, rest = "", url
+    if "@" not in rest:
         return url
-    authority, slash, tail = rest.partition("/")
-    if "@" not in authority:
+    userinfo, _, hostpart = rest.rpartition("@")
+    prefix = ""
+    if not sep and "/" in userinfo:  # "amqp:/user:pw@host": the credentials follow the last slash
+        prefix, _, userinfo = userinfo.rpartition("/")
+        prefix += "/"
+    if ":" not in userinfo:
         return url
-    userinfo, _, hostport = authority.rpartition("@")
-    if ":" in userinfo:
-        userinfo = userinfo.split(":", 1)[0] + ":***"
-    return f"{scheme}://{userinfo}@{hostport}{slash}{tail}"
+    masked = prefix + userinfo.split(":", 1)[0] + ":***@" + hostpart
+    return f"{scheme}://{masked}" if sep else masked

@@ -87,7 +87,7 @@ def normalize(value: Any, owner: str | None = None, field_name: str | None = Non
             known = BY_SYMBOL.get(str(descriptor))
         if known is not None and isinstance(value.value, list):
             out: dict[str, Any] = {"@type": known.name}
-            for name, item in zip(known.fields, value.value):
+            for name, item in zip(known.fields, value.value, strict=False):
                 out[name] = normalize(item, known.name, name)
             return out
         return {"@descriptor": _plain_scalar(descriptor), "@value": normalize(value.value)}
@@ -228,17 +228,17 @@ def encode_value(value: Any) -> bytes:
     return data.encode()
 
 
-def described(name: str, **fields: Any) -> Described:
+def described(type_name: str, /, **fields: Any) -> Described:
     """Build a ``proton.Described`` of a known type from field names, e.g. described("detach", handle=0).
 
     Fields use the specification's names with ``_`` for ``-``; unknown names raise ``KeyError`` that lists
     the valid ones. Trailing absent fields are omitted from the list, as the specification allows.
     """
-    spec = BY_NAME[name]
+    spec = BY_NAME[type_name]
     given = {k.replace("_", "-"): v for k, v in fields.items()}
     unknown = set(given) - set(spec.fields)
     if unknown:
-        raise KeyError(f"{name} has no field(s) {sorted(unknown)}; fields: {list(spec.fields)}")
+        raise KeyError(f"{type_name} has no field(s) {sorted(unknown)}; fields: {list(spec.fields)}")
     values = [given.get(f) for f in spec.fields]
     while values and values[-1] is None:
         values.pop()

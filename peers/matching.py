@@ -39,7 +39,7 @@ def mismatches(pattern: Any, value: Any, path: str = "") -> list[str]:
         if not isinstance(value, list) or len(value) != len(pattern):
             return [f"{where}: expected {render(pattern)}, observed {render(value)}"]
         found = []
-        for index, (sub, item) in enumerate(zip(pattern, value)):
+        for index, (sub, item) in enumerate(zip(pattern, value, strict=False)):
             found += mismatches(sub, item, f"{path}[{index}]")
         return found
     if _scalar_equal(pattern, value):

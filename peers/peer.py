@@ -227,7 +227,8 @@ class ScriptedPeer:
         try:
             frames = splitter.feed(data)
             if splitter.buffered:
-                frames.append(Frame("out", 0, -1, "raw-bytes", {"note": "incomplete frame"}, b"", data[-splitter.buffered:]))
+                tail = data[-splitter.buffered:]
+                frames.append(Frame("out", 0, -1, "raw-bytes", {"note": "incomplete frame"}, b"", tail))
         except FramingError:
             frames = [Frame("out", 0, -1, "raw-bytes", {"note": "not valid framing"}, b"", data)]
         for frame in frames:
@@ -333,6 +334,31 @@ class ScriptedPeer:
         if credit:
             link.flow(credit)
         return self.expect("attach", since, name=link.name)
+
+    def handle_of(self, link: Link) -> int:
+        """The handle we gave ``link`` in our most recent attach for it (read from the captured frame)."""
+        for frame in reversed(self.engine.frames):
+            if frame.direction == "out" and frame.performative == "attach" and frame.fields.get("name") == link.name:
+                return frame.fields["handle"]
+        raise PeerError(f"no attach was sent for link {link.name!r}")
+
+    def wait_for_disposition(self, delivery_id: int, since: int, timeout: float, role: str) -> Frame | None:
+        """The first inbound disposition after ``since`` from ``role`` whose range covers ``delivery_id``.
+
+        Returns None when none arrives within ``timeout`` (absence is an observation, not an error).
+        """
+        def covering() -> Frame | None:
+            for frame in self.engine.frames[since:]:
+                fields = frame.fields
+                if frame.direction == "in" and frame.performative == "disposition" and fields.get("role") == role:
+                    first = fields.get("first")
+                    last = fields.get("last") if fields.get("last") is not None else first
+                    if isinstance(first, int) and first <= delivery_id <= last:
+                        return frame
+            return None
+
+        self.pump(lambda: covering() is not None, timeout)
+        return covering()
 
     def wait_for_credit(self, sender: Sender, timeout: float | None = None) -> None:
         """Wait until the broker has granted ``sender`` credit; ExpectationFailed if it never does."""

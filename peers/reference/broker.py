@@ -17,7 +17,6 @@ documented guarantees exactly:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
@@ -74,6 +73,7 @@ class BrokerConnection:
         self.multi_frame: set[tuple[str, bytes]] = set()  # (link name, delivery tag) seen with more=true
         self._link_names: dict[tuple[int, int], str] = {}  # (channel, handle) -> link name, from attach frames
         self._current_tag: dict[tuple[int, int], bytes] = {}
+        self.refused: set[tuple[str, bytes]] = set()  # (link name, tag) answered before it was whole
         self._out = bytearray()
         self.close_after_write = False
         self.engine.listeners.append(self._watch_frame)
@@ -141,7 +141,7 @@ class Broker:
         self.users = dict(users or {})
         self.connections: list[BrokerConnection] = []
         self.lock = threading.RLock()
-        self.on_frame: Callable[[BrokerConnection, Frame], None] | None = None
+        self.failing_transforms: set[str] = set()  # nodes whose UM transformer yields null
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection."""
@@ -218,7 +218,7 @@ class Broker:
         consumer = connection.consumers.pop(link.name, None) if link.is_sender else None
         if consumer is not None:
             self._release_consumer(consumer)
-            if closed and consumer.subscription.durable:
+            if consumer.subscription.durable and (closed or not self.keeps_durable_on_detach()):
                 consumer.node.durable.pop(consumer.subscription.name, None)
         if link.state & Endpoint.LOCAL_ACTIVE:
             if closed:
@@ -245,25 +245,34 @@ class Broker:
 
     def _on_published(self, connection: BrokerConnection, delivery: Delivery) -> None:
         link = delivery.link
+        key = (link.name, delivery_tag(delivery))
+        if key in connection.refused:
+            if not delivery.partial:  # the rest of a delivery already refused: read and forget it
+                link.recv(delivery.pending)
+                link.advance()
+                connection.refused.discard(key)
+            return
         multi_frame = connection.was_multi_frame(delivery)
+        if multi_frame and self.policy.partial_delivery == "reject":
+            # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal
+            connection.refused.add(key)
+            error = Condition("amqp:not-implemented", "multi-frame transfers are not supported")
+            self._settle(delivery, Delivery.REJECTED, error)
+            link.condition = error
+            link.close()
+            return
         if delivery.partial:
-            if multi_frame and self.policy.partial_delivery == "reject" and not delivery.local_state:
-                self._settle(delivery, Delivery.REJECTED,
-                             Condition("amqp:not-implemented", "multi-frame transfers are not supported"))
-            return
-        if delivery.local_state:  # already answered (a partial delivery rejected above)
-            link.recv(delivery.pending)
-            link.advance()
-            return
+            return  # wait for the rest
         encoded = link.recv(delivery.pending)
         link.advance()
-        if multi_frame and self.policy.partial_delivery == "reject":
-            self._settle(delivery, Delivery.REJECTED,
-                         Condition("amqp:not-implemented", "multi-frame transfers are not supported"))
+        address = link.remote_target.address or ""
+        if address in self.failing_transforms:
+            # UM 10.11 Accepted/Publishing row 2: the transformer returned null
+            self._settle(delivery, Delivery.REJECTED, self.transformer_failure())
             return
-        node = self.store.node(link.remote_target.address or "")
+        node = self.store.node(address)
         if node is None:
-            self._settle(delivery, Delivery.REJECTED, Condition("amqp:not-found", "no such node"))
+            self._settle(delivery, Delivery.REJECTED, Condition("amqp:not-found", f"no node at {address!r}"))
             return
         node.publish(encoded)
         if delivery.settled:
@@ -293,10 +302,12 @@ class Broker:
         if state == Delivery.RECEIVED:
             return  # non-terminal: nothing to do yet
         subscription = outstanding.subscription
-        if state in (0, Delivery.ACCEPTED, Delivery.REJECTED):
-            # no state: the source's default outcome, which is accepted (UM 10.11 Accepted/Subscription row 1)
+        if state == 0:
+            # no state: the source's default outcome, accepted (UM 10.11 Accepted/Subscription row 1)
+            state = self.default_outcome()
+        if state in (Delivery.ACCEPTED, Delivery.REJECTED):
             subscription.acknowledge(outstanding.message.eid)
-            answer = Delivery.ACCEPTED if state == 0 else state
+            answer = state
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
             if state == Delivery.MODIFIED and delivery.remote.failed:
                 outstanding.message.delivery_count += 1
@@ -320,15 +331,45 @@ class Broker:
                     message = consumer.subscription.take()
                     if message is None:
                         break
-                    delivery = link.delivery(consumer.node.delivery_tag(message))
+                    delivery = link.delivery(self.delivery_tag(consumer.node, message))
                     link.send(message.encoded)
                     link.advance()
-                    if link.snd_settle_mode == Link.SND_SETTLED:
+                    if self.presettles(link):
                         consumer.subscription.acknowledge(message.eid)
                         delivery.settle()
                     else:
                         consumer.outstanding[delivery_tag(delivery)] = Outstanding(consumer.node, consumer.subscription,
                                                                          message)
+
+
+    # -- the behaviours a mutant (peers/reference/mutants.py) may replace, one guarantee each ------------
+
+    def delivery_tag(self, node: Node, message: StoredMessage) -> bytes:
+        """The tag of an outgoing delivery: ``<store-uid>:<eid>`` (UM 10.11, durable subscriptions)."""
+        return node.delivery_tag(message)
+
+    def presettles(self, link: Link) -> bool:
+        """Whether the broker settles outgoing deliveries on ``link`` when sending: only when it must."""
+        return link.snd_settle_mode == Link.SND_SETTLED
+
+    def policy_for(self, expectation_set: str) -> Policy:
+        """The policy under which this broker meets ``expectation_set``."""
+        return Policy.for_set(expectation_set)
+
+    def transformer_failure(self) -> Condition:
+        """The error a publish gets when the node's transformer returns null (UM 10.11: precondition-failed)."""
+        return Condition("amqp:precondition-failed", "the message transformer returned null")
+
+    def default_outcome(self) -> int:
+        """The outcome applied to a delivery the consumer disposed of with no state: the source's default.
+
+        0 (no outcome) leaves the delivery outstanding and unanswered.
+        """
+        return Delivery.ACCEPTED
+
+    def keeps_durable_on_detach(self) -> bool:
+        """Whether a durable subscription outlives a detach with closed=false (it must)."""
+        return True
 
 
 def _version() -> str:

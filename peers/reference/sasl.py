@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from proton import UNDESCRIBED, Array, Data, symbol
 
 from ..frames import (
-    AMQP_HEADER,
     FRAME_TYPE_SASL,
     SASL_HEADER,
     Frame,
@@ -50,6 +49,7 @@ class SaslServer:
         self.users = dict(users or {})
         self.done = False
         self.user: str | None = None
+        self._header_seen = False
         self._splitter = FrameSplitter("in")
         self._out = FrameSplitter("out")
 
@@ -81,11 +81,12 @@ class SaslServer:
                 result.frames_in.pop()  # proton's capture records it
                 return result
             if frame.performative == "sasl-header":
+                self._header_seen = True
                 self._emit(result, SASL_HEADER)
                 mechanisms = Array(UNDESCRIBED, Data.SYMBOL, *[symbol(m) for m in self.mechanisms])
                 self._emit(result, encode_frame(described("sasl-mechanisms", sasl_server_mechanisms=mechanisms),
                                                 frame_type=FRAME_TYPE_SASL))
-            elif frame.performative == "sasl-init":
+            elif frame.performative == "sasl-init" and self._header_seen:
                 ok = self._authenticate(frame)
                 self._emit(result, encode_frame(described("sasl-outcome", code=SASL_OK if ok else SASL_AUTH),
                                                 frame_type=FRAME_TYPE_SASL))

@@ -1,0 +1,190 @@
+"""The case catalogue: case tables (TOML, one file per source table) loaded and checked row by row.
+
+A table names its source document and heading and the scenario that runs its rows. Each row names its
+row number in the source, paraphrases it, states what is given and, per expectation set, what is
+expected. A malformed row fails loading with :class:`TableError` naming the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from amqp_conformance.peers.matching import validate_pattern
+
+from .scenarios import SCENARIOS
+
+TABLES_DIR = Path(__file__).parent / "tables"
+EXPECTATION_SETS = ("core", "um-10.11", "router")
+SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
+
+
+class TableError(ValueError):
+    """A case table that cannot be used; the message names the file, row and field and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a case comes from: the seed document (or specification section), the table heading, the row."""
+
+    document: str
+    heading: str
+    row: str
+    url: str | None = None
+
+    def cite(self) -> str:
+        """``000_ce67ac77056e886e.txt, "Accepted: Subscription Mapping", row 4``."""
+        return f'{self.document}, "{self.heading}", row {self.row}'
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of a table: a stable id ``<table>/<row>``, its source, what is given and what is expected.
+
+    ``expect`` maps an expectation set ("core", "um-10.11", "router") to the expected observations.
+    ``informational`` names observations judged only for brokers whose profile has ``exact-encoding``;
+    for other brokers a difference there is reported as INFO. ``requires`` names profile capabilities.
+    """
+
+    id: str
+    table: str
+    row: str
+    title: str
+    text: str
+    scenario: str
+    source: Source
+    given: dict[str, Any]
+    expect: dict[str, dict[str, Any]]
+    requires: tuple[str, ...] = ()
+    informational: tuple[str, ...] = ()
+    severity: str = "normal"
+    file: str = ""
+
+    @property
+    def expectation_sets(self) -> list[str]:
+        """The expectation sets this row states expectations for, in catalogue order."""
+        return [s for s in EXPECTATION_SETS if s in self.expect]
+
+
+@dataclass
+class Catalogue:
+    """All cases, in table-file order then row order."""
+
+    cases: list[Case] = field(default_factory=list)
+
+    def by_table(self, table: str) -> list[Case]:
+        """The cases of one table; raises KeyError naming the known tables if there is none."""
+        found = [c for c in self.cases if c.table == table]
+        if not found:
+            raise KeyError(f"no case table {table!r}; known: {sorted({c.table for c in self.cases})}")
+        return found
+
+    def get(self, case_id: str) -> Case:
+        """The case with this id."""
+        for case in self.cases:
+            if case.id == case_id:
+                return case
+        raise KeyError(f"no case {case_id!r}")
+
+
+@cache
+def load_catalogue(directory: Path = TABLES_DIR) -> Catalogue:
+    """Load and check every ``*.toml`` table in ``directory`` (cached per directory)."""
+    catalogue = Catalogue()
+    seen: dict[str, str] = {}
+    for path in sorted(directory.glob("*.toml")):
+        for case in load_table(path):
+            if case.id in seen:
+                raise TableError(f"{path.name}: row {case.row}: case id {case.id!r} already defined in {seen[case.id]}")
+            seen[case.id] = path.name
+            catalogue.cases.append(case)
+    return catalogue
+
+
+def load_table(path: Path) -> list[Case]:
+    """Load one table file; raises :class:`TableError` on the first problem found."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TableError(f"{path.name}: not valid TOML: {exc}") from None
+    where = path.name
+    table = _require(data, "table", str, where)
+    title = _require(data, "title", str, where)
+    scenario_name = _require(data, "scenario", str, where)
+    if scenario_name not in SCENARIOS:
+        raise TableError(f"{where}: field 'scenario': {scenario_name!r} is not a known scenario "
+                         f"(known: {', '.join(sorted(SCENARIOS))})")
+    scenario = SCENARIOS[scenario_name]
+    source = _require(data, "source", dict, where)
+    document = _require(source, "document", str, where, "source.")
+    heading = _require(source, "heading", str, where, "source.")
+    rows = _require(data, "row", list, where)
+    if not rows:
+        raise TableError(f"{where}: the table has no [[row]] entries")
+    cases = []
+    for index, row in enumerate(rows, start=1):
+        row_where = f"{where}: row {row.get('row', f'#{index}')}" if isinstance(row, dict) else f"{where}: row #{index}"
+        if not isinstance(row, dict):
+            raise TableError(f"{row_where}: a row must be a table of fields")
+        cases.append(_load_row(row, row_where, path, table, title, scenario_name, scenario, document, heading,
+                               source.get("url")))
+    return cases
+
+
+def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenario_name: str, scenario: Any,
+              document: str, heading: str, url: str | None) -> Case:
+    known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity"}
+    unknown = set(row) - known
+    if unknown:
+        raise TableError(f"{where}: unknown field(s) {sorted(unknown)} (fields: {', '.join(sorted(known))})")
+    row_id = str(_require(row, "row", (str, int), where))
+    source_row = str(_require(row, "source_row", (str, int), where))
+    text = _require(row, "text", str, where)
+    given = dict(scenario.defaults)
+    given.update(_require(row, "given", dict, where))
+    for key, value in given.items():
+        problem = scenario.check_given(key, value)
+        if problem:
+            raise TableError(f"{where}: field 'given.{key}': {problem}")
+    expect = _require(row, "expect", dict, where)
+    if not expect:
+        raise TableError(f"{where}: field 'expect': states no expectation set (one of {', '.join(EXPECTATION_SETS)})")
+    for set_name, expected in expect.items():
+        if set_name not in EXPECTATION_SETS:
+            raise TableError(f"{where}: field 'expect.{set_name}': unknown expectation set "
+                             f"(known: {', '.join(EXPECTATION_SETS)})")
+        if not isinstance(expected, dict) or not expected:
+            raise TableError(f"{where}: field 'expect.{set_name}': must be a non-empty table of observations")
+        for key, pattern in expected.items():
+            if key not in scenario.observations:
+                raise TableError(f"{where}: field 'expect.{set_name}.{key}': scenario {scenario_name!r} does not "
+                                 f"observe {key!r} (it observes: {', '.join(scenario.observations)})")
+            problems = validate_pattern(pattern, f"expect.{set_name}.{key}")
+            if problems:
+                raise TableError(f"{where}: field '{problems[0].split(':')[0]}': {problems[0].split(': ', 1)[1]}")
+    informational = tuple(row.get("informational", ()))
+    for key in informational:
+        if key not in scenario.observations:
+            raise TableError(f"{where}: field 'informational': {key!r} is not an observation of {scenario_name!r}")
+    severity = row.get("severity", "normal")
+    if severity not in SEVERITIES:
+        raise TableError(f"{where}: field 'severity': {severity!r} is not one of {', '.join(SEVERITIES)}")
+    return Case(
+        id=f"{table}/{row_id}", table=table, row=row_id, title=row.get("title", title), text=text,
+        scenario=scenario_name, source=Source(document, heading, source_row, url), given=given,
+        expect={k: expect[k] for k in EXPECTATION_SETS if k in expect},
+        requires=tuple(row.get("requires", ())), informational=informational, severity=severity, file=path.name,
+    )
+
+
+def _require(data: dict, key: str, kind: type | tuple[type, ...], where: str, prefix: str = "") -> Any:
+    if key not in data:
+        raise TableError(f"{where}: missing field '{prefix}{key}'")
+    value = data[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise TableError(f"{where}: field '{prefix}{key}': expected {names}, got {type(value).__name__} {value!r}")
+    return value

@@ -1,0 +1,93 @@
+"""What a scenario script gets to run one case: peers to the broker under test, a node, time limits.
+
+A script observes; it does not judge. Steps that set the case up (connect, open, attach, publish the
+messages a subscription needs) raise :class:`SetupFailed` (the verdict is ERROR); what the row expects is
+recorded as an observation and judged afterwards against the row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqp_conformance.peers.address import BrokerAddress
+from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.peer import ExpectationFailed, PeerError, ScriptedPeer
+from proton import Session
+
+NOTHING = {"@present": False}
+
+
+def expects_nothing(pattern: Any) -> bool:
+    """True when a pattern asks for an absent value (so a script need only watch for the quiet time)."""
+    return pattern is None or pattern == NOTHING
+
+
+class SetupFailed(PeerError):
+    """A step that only prepares the case failed: the harness could not complete the case."""
+
+
+@dataclass
+class CaseContext:
+    """One case run: the broker's address, the case's own node address, the expected observations.
+
+    ``expected`` lets a script wait the full ``timeout`` only for what the row expects to arrive and the
+    shorter ``quiet`` time when it expects nothing; it must not decide what to observe.
+    """
+
+    address: BrokerAddress
+    case_id: str
+    expected: dict[str, Any]
+    timeout: float = 2.0
+    quiet: float = 0.3
+    node_prefix: str = ""
+    admin: Any = None  # the broker's BrokerAdmin: provokes what a row's ``given.provocation`` names
+    peers: list[ScriptedPeer] = field(default_factory=list)
+    node: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.node:
+            safe = self.case_id.replace("/", ".")
+            self.node = f"{self.node_prefix}conformance.{safe}.{uuid.uuid4().hex[:8]}"
+
+    def peer(self, label: str, **options: Any) -> ScriptedPeer:
+        """Connect a new scripted peer labelled ``label``; its frames join the case's frame log."""
+        peer = ScriptedPeer.connect(self.address, timeout=self.timeout, quiet=self.quiet, label=label, **options)
+        self.peers.append(peer)
+        return peer
+
+    def wait_for(self, observation: str) -> float:
+        """How long to watch for ``observation``: the time-out if the row expects something, else quiet."""
+        return self.quiet if expects_nothing(self.expected.get(observation)) else self.timeout
+
+    def frames(self) -> list[tuple[str, Frame]]:
+        """Every captured frame of every peer, as (peer label, frame), merged in time order."""
+        merged = [(peer.label, frame) for peer in self.peers for frame in peer.frames]
+        return sorted(merged, key=lambda item: item[1].t_ns)
+
+    def close(self) -> None:
+        """Close every peer of the case."""
+        for peer in self.peers:
+            try:
+                peer.close()
+            except (PeerError, OSError):
+                pass
+
+
+def setup_step(what: str, step: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a set-up step; turn its failure into :class:`SetupFailed` saying which step it was."""
+    try:
+        return step(*args, **kwargs)
+    except ExpectationFailed as exc:
+        raise SetupFailed(f"set-up step '{what}' failed: {exc.summary}") from exc
+    except PeerError as exc:
+        raise SetupFailed(f"set-up step '{what}' failed: {exc}") from exc
+
+
+def open_session(ctx: CaseContext, label: str, **options: Any) -> tuple[ScriptedPeer, Session]:
+    """A connected, opened peer with one session begun (each step a set-up step)."""
+    peer = setup_step("connect", ctx.peer, label, **options)
+    setup_step("open", peer.open)
+    session = setup_step("begin", peer.begin)
+    return peer, session

@@ -1,0 +1,76 @@
+"""The scenario registry: for each scenario, the ``given`` fields a row may set and what it observes.
+
+This is the schema the case tables are checked against: a row may only give values a scenario knows and
+expect observations the scenario makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import scripts
+from .context import CaseContext
+
+Script = Callable[[CaseContext, dict[str, Any]], dict[str, Any]]
+TRANSFER_KINDS = ("settled", "unsettled", "partial")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A script and its schema. ``given`` maps each field to its allowed values (a tuple) or type."""
+
+    name: str
+    script: Script
+    given: dict[str, tuple | type]
+    observations: tuple[str, ...]
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    def check_given(self, key: str, value: Any) -> str | None:
+        """Why ``value`` is not allowed for ``given.key``, or None when it is."""
+        if key not in self.given:
+            return f"scenario {self.name!r} takes no such field (fields: {', '.join(self.given)})"
+        allowed = self.given[key]
+        if isinstance(allowed, tuple):
+            return None if value in allowed else f"{value!r} is not one of {', '.join(map(str, allowed))}"
+        if key == "transfers":
+            if not isinstance(value, list) or not value or any(v not in TRANSFER_KINDS for v in value):
+                return f"expected a non-empty list of {', '.join(TRANSFER_KINDS)}"
+            return None
+        if not isinstance(value, allowed) or (allowed is not bool and isinstance(value, bool)):
+            return f"expected {allowed.__name__}, got {type(value).__name__} {value!r}"
+        return None
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "subscribe", scripts.run_subscribe,
+            given={
+                "rcv_settle_mode": ("first", "second"),
+                "durable": ("none", "configuration", "unsettled-state"),
+                "disposition_state": ("none", "accepted"),
+                "disposition_settled": bool,
+            },
+            defaults={"rcv_settle_mode": "first", "durable": "none"},
+            observations=("subscribed", "delivery_tag", "broker_disposition", "link", "detach", "remaining"),
+        ),
+        Scenario(
+            "publish", scripts.run_publish,
+            given={
+                "snd_settle_mode": ("unsettled", "settled", "mixed"),
+                "transfers": list,
+                "provocation": ("none", "transformer-null"),
+            },
+            defaults={"provocation": "none"},
+            observations=("dispositions", "detach", "stored"),
+        ),
+        Scenario(
+            "wire-disposition", scripts.run_wire_disposition,
+            given={},
+            observations=("broker_disposition", "broker_disposition_bytes", "peer_disposition_bytes"),
+        ),
+    )
+}

@@ -1,0 +1,219 @@
+"""Scenario scripts: each drives scripted peers through one kind of exchange and returns observations.
+
+Observations are plain decoded data keyed by the names the case tables use. A script never compares
+them with the row; :mod:`amqp_conformance.fixtures.verdict` does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from amqp_conformance.peers.frames import Frame, described, encode_frame
+from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from proton import Message, Receiver, Session
+
+from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
+
+
+def body_of(frame_or_message: Message) -> Any:
+    """A message's body, as the tables name messages ("m1", "m2", ...)."""
+    return frame_or_message.body
+
+
+def disposition_seen(frame: Frame | None) -> dict | None:
+    """The judged part of a disposition: its role, range, settled flag and state."""
+    if frame is None:
+        return None
+    return {key: frame.fields.get(key) for key in ("role", "first", "last", "settled", "state")}
+
+
+def frame_body_hex(frame: Frame | None) -> str | None:
+    """The performative's bytes (frame body after the header and extended header), hex."""
+    if frame is None:
+        return None
+    return frame.raw[frame.raw[4] * 4:].hex()
+
+
+def publish_setup(ctx: CaseContext, peer: ScriptedPeer, session: Session, bodies: list[str]) -> None:
+    """Set-up: publish ``bodies`` unsettled to the case's node and require each to be accepted."""
+    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node)
+    for body in bodies:
+        _, transfer = setup_step(f"publish {body}", peer.send, sender, body)
+        frame = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
+        state = (frame.fields.get("state") or {}).get("@type") if frame else None
+        if state != "accepted":
+            raise SetupFailed(f"set-up step 'publish {body}': the broker answered {state or 'nothing'}, not accepted")
+    sender.close()
+
+
+def collect(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[Any]:
+    """Receive (accept and settle) every message that arrives before the quiet time passes; their bodies."""
+    bodies = []
+    while True:
+        try:
+            received = peer.receive(receiver, peer.mark(), timeout=ctx.quiet)
+        except ExpectationFailed:
+            return bodies
+        bodies.append(body_of(received.message))
+        peer.dispose(received.delivery, "accepted", settle=True)
+
+
+def remaining_on_node(ctx: CaseContext) -> list[Any]:
+    """What a fresh, non-durable consumer of the case's node receives now (the messages still stored)."""
+    peer, session = open_session(ctx, "inspector")
+    receiver, _ = setup_step("attach inspector", peer.attach_receiver, session, ctx.node, credit=20)
+    bodies = collect(ctx, peer, receiver)
+    peer.close()
+    return bodies
+
+
+def link_fate(peer: ScriptedPeer, handle: int, since: int) -> dict | None:
+    """The broker's detach of our link ``handle`` after ``since`` (closed, error), or None if still attached."""
+    frame = peer.find("detach", since, handle=handle)
+    if frame is None:
+        return None
+    return {"closed": frame.fields.get("closed"), "error": frame.fields.get("error")}
+
+
+# -- um.accepted.subscribe -----------------------------------------------------------------------------
+
+
+def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """The broker sends; the peer disposes of the first message as the row says. Observes:
+
+    ``subscribed`` (the broker's attach names the node), ``delivery_tag``, ``broker_disposition`` (its
+    answer to our disposition, or nothing), ``link`` (what the next credit brings: "advanced" to the next
+    message, "redelivered", "stalled", "detached"), ``detach`` and ``remaining`` (what a re-attached
+    subscriber, the same durable one or a fresh one, receives afterwards).
+    """
+    observed: dict[str, Any] = {}
+    peer, session = open_session(ctx, "subscriber")
+    name = f"sub-{uuid.uuid4().hex[:8]}"
+    durable = given["durable"]
+    receiver, attach = setup_step("attach subscriber", peer.attach_receiver, session, ctx.node, name=name,
+                                  rcv_settle_mode=given["rcv_settle_mode"], durable=durable)
+    source = attach.fields.get("source")
+    observed["subscribed"] = isinstance(source, dict) and source.get("address") == ctx.node
+    handle = peer.handle_of(receiver)
+    attached_at = peer.mark()
+    publish_setup(ctx, peer, session, ["m1", "m2"])
+
+    since = peer.mark()
+    receiver.flow(1)
+    first = setup_step("receive m1", peer.receive, receiver, since)
+    observed["delivery_tag"] = first.transfer.fields.get("delivery-tag")
+
+    since = peer.mark()
+    settle = given["disposition_settled"]
+    if given["disposition_state"] == "none":
+        # proton cannot send a disposition without a state; raw mode writes it on our session's channel
+        peer.send_raw(encode_frame(described("disposition", role=True, first=first.delivery_id, settled=settle),
+                                   channel=_our_channel(peer)))
+    else:
+        peer.dispose(first.delivery, given["disposition_state"], settle=settle)
+    answer = peer.wait_for_disposition(first.delivery_id, since, ctx.wait_for("broker_disposition"), role="sender")
+    observed["broker_disposition"] = disposition_seen(answer)
+    if answer is not None and answer.fields.get("settled") and not settle:
+        first.delivery.settle()  # the broker settled first: we settle second (no frame goes out)
+
+    since = peer.mark()
+    receiver.flow(1)
+    try:
+        following = peer.receive(receiver, since, timeout=ctx.wait_for("link"))
+        body = body_of(following.message)
+        observed["link"] = "advanced" if body == "m2" else "redelivered" if body == "m1" else f"delivered {body!r}"
+    except ExpectationFailed:
+        observed["link"] = "detached" if link_fate(peer, handle, attached_at) else "stalled"
+    observed["detach"] = link_fate(peer, handle, attached_at)
+
+    if observed["detach"] is None:
+        since = peer.mark()
+        if durable == "none":
+            receiver.close()
+            setup_step("detach subscriber", peer.expect, "detach", since, handle=handle)
+            receiver, _ = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node, credit=20)
+        else:
+            receiver.detach()
+            setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
+            receiver, _ = setup_step("re-attach durable subscriber", peer.attach_receiver, session, ctx.node,
+                                     name=name, rcv_settle_mode=given["rcv_settle_mode"], durable=durable, credit=20)
+        observed["remaining"] = collect(ctx, peer, receiver)
+        receiver.close()  # closed=true: a durable subscription ends here
+    return observed
+
+
+def _our_channel(peer: ScriptedPeer) -> int:
+    for frame in peer.frames:
+        if frame.direction == "out" and frame.performative == "begin":
+            return frame.channel
+    raise SetupFailed("no session was begun")
+
+
+# -- um.accepted.publish --------------------------------------------------------------------------------
+
+
+def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """The peer sends ``transfers`` (settled, unsettled or partial, i.e. in two transfer frames). Observes:
+
+    ``dispositions`` (per transfer, the broker's disposition or nothing), ``detach`` (the broker's detach of
+    the link, if any) and ``stored`` (what a consumer of the node receives afterwards).
+    """
+    observed: dict[str, Any] = {}
+    if given["provocation"] != "none":
+        ctx.admin.provoke(given["provocation"], ctx.node)
+    peer, session = open_session(ctx, "publisher")
+    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node,
+                           snd_settle_mode=given["snd_settle_mode"])
+    handle = peer.handle_of(sender)
+    attached_at = peer.mark()
+    expected = ctx.expected.get("dispositions")
+    dispositions = []
+    for index, kind in enumerate(given["transfers"]):
+        body = f"m{index + 1}"
+        since = peer.mark()
+        if link_fate(peer, handle, attached_at) is not None:
+            dispositions.append(None)
+            continue
+        if kind == "partial":
+            encoded = Message(body=body).encode()
+            tag = f"p{index + 1}".encode()
+            setup_step("send first part", peer.send_partial, sender, encoded[: len(encoded) // 2], tag)
+            peer.pump(timeout=ctx.quiet)  # a broker may answer the first part at once
+            delivery_id = peer.find("transfer", since, direction="out", delivery_tag=tag).fields["delivery-id"]
+            setup_step("send last part", peer.finish_partial, sender, encoded[len(encoded) // 2:])
+        else:
+            _, transfer = setup_step(f"send {body}", peer.send, sender, body, settled=(kind == "settled"))
+            delivery_id = transfer.fields["delivery-id"]
+        wants = expected[index] if isinstance(expected, list) and index < len(expected) else None
+        wait = ctx.quiet if expects_nothing(wants) else ctx.timeout
+        dispositions.append(disposition_seen(peer.wait_for_disposition(delivery_id, since, wait, role="receiver")))
+    observed["dispositions"] = dispositions
+    peer.pump(timeout=0)
+    observed["detach"] = link_fate(peer, handle, attached_at)
+    observed["stored"] = remaining_on_node(ctx)
+    return observed
+
+
+# -- wire.disposition -----------------------------------------------------------------------------------
+
+
+def run_wire_disposition(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """On a fresh session, the broker accepts our first transfer and we accept its first transfer.
+
+    Observes the broker's disposition (decoded, and its bytes) and the bytes of our own peer's.
+    """
+    observed: dict[str, Any] = {}
+    peer, session = open_session(ctx, "wire")
+    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node)
+    _, transfer = setup_step("send m1", peer.send, sender, "m1")
+    answer = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
+    observed["broker_disposition"] = disposition_seen(answer)
+    observed["broker_disposition_bytes"] = frame_body_hex(answer)
+    receiver, _ = setup_step("attach subscriber", peer.attach_receiver, session, ctx.node, credit=1)
+    since = peer.mark()
+    received = setup_step("receive m1", peer.receive, receiver, since)
+    peer.dispose(received.delivery, "accepted", settle=True)
+    ours = peer.find("disposition", since, direction="out")
+    observed["peer_disposition_bytes"] = frame_body_hex(ours)
+    return observed

@@ -1,0 +1,216 @@
+"""Tests for amqp_conformance.peers.matching (the pattern language) and the state helpers in peers.states."""
+
+from __future__ import annotations
+
+import pytest
+from amqp_conformance.peers.frames import FrameSplitter, described, encode_frame
+from amqp_conformance.peers.matching import matches, mismatches, validate_pattern
+from amqp_conformance.peers.states import Accepted, Error, Modified, Rejected, Released
+from proton import symbol, uint
+
+ACCEPTED = {"@type": "accepted"}
+DISPOSITION = {"role": "receiver", "first": 0, "last": None, "settled": True, "state": ACCEPTED}
+
+MATCHING = [
+    # dict subset: keys the pattern does not name are not judged
+    pytest.param({}, DISPOSITION, id="empty-dict-matches-any-dict"),
+    pytest.param({"settled": True}, DISPOSITION, id="dict-subset"),
+    pytest.param({"state": {"@type": "accepted"}, "first": 0}, DISPOSITION, id="nested-subset"),
+    # None = absent or null
+    pytest.param({"last": None}, DISPOSITION, id="none-matches-null"),
+    pytest.param({"batchable": None}, DISPOSITION, id="none-matches-missing-key"),
+    pytest.param(None, None, id="none-matches-none"),
+    # @regex on str and bytes (full match)
+    pytest.param({"@regex": "amqp:.*"}, "amqp:not-found", id="regex-str"),
+    pytest.param({"@regex": "t[a-z]g"}, b"tag", id="regex-bytes"),
+    pytest.param({"c": {"@regex": "x|y"}}, {"c": "y"}, id="regex-nested"),
+    # @present
+    pytest.param({"first": {"@present": True}}, DISPOSITION, id="present-true-value"),
+    pytest.param({"first": {"@present": True}}, {"first": 0}, id="present-true-zero-is-a-value"),
+    pytest.param({"first": {"@present": True}}, {"first": False}, id="present-true-false-is-a-value"),
+    pytest.param({"last": {"@present": False}}, DISPOSITION, id="present-false-null"),
+    pytest.param({"batchable": {"@present": False}}, DISPOSITION, id="present-false-missing"),
+    # @one-of
+    pytest.param({"@one-of": [{"@type": "released"}, {"@type": "accepted"}]}, ACCEPTED, id="one-of-second"),
+    pytest.param({"@one-of": [None, 0]}, None, id="one-of-none"),
+    # lists
+    pytest.param([1, "a"], [1, "a"], id="list-equal"),
+    pytest.param([{"@type": "accepted"}], [{"@type": "accepted", "x": 1}], id="list-of-subsets"),
+    pytest.param([], [], id="empty-list"),
+    # scalars
+    pytest.param("PLAIN", "PLAIN", id="str"),
+    pytest.param("tag", b"tag", id="str-matches-utf8-bytes"),
+    pytest.param(True, True, id="bool"),
+    pytest.param(0, 0, id="int"),
+    pytest.param(1.5, 1.5, id="float"),
+]
+
+NOT_MATCHING = [
+    pytest.param({"settled": False}, DISPOSITION, id="dict-value-differs"),
+    pytest.param({"settled": True}, None, id="dict-vs-none"),
+    pytest.param({"settled": True}, [True], id="dict-vs-list"),
+    pytest.param({"last": None}, {"last": 3}, id="none-vs-value"),
+    pytest.param(None, 0, id="none-vs-zero"),
+    pytest.param(None, False, id="none-vs-false"),
+    pytest.param({"missing": 0}, DISPOSITION, id="value-vs-missing-key"),
+    pytest.param({"@regex": "amqp"}, "amqp:not-found", id="regex-is-full-match"),
+    pytest.param({"@regex": "t[a-z]g"}, b"TAG", id="regex-bytes-differ"),
+    pytest.param({"@regex": "1"}, 1, id="regex-vs-int"),
+    pytest.param({"@regex": ".*"}, None, id="regex-vs-none"),
+    pytest.param({"first": {"@present": True}}, {"first": None}, id="present-true-null"),
+    pytest.param({"first": {"@present": True}}, {}, id="present-true-missing"),
+    pytest.param({"first": {"@present": False}}, {"first": 0}, id="present-false-value"),
+    pytest.param({"@one-of": [{"@type": "released"}, {"@type": "rejected"}]}, ACCEPTED, id="one-of-none-match"),
+    pytest.param({"@one-of": []}, ACCEPTED, id="one-of-empty"),
+    pytest.param([1, 2], [1], id="list-too-short"),
+    pytest.param([1], [1, 2], id="list-too-long"),
+    pytest.param([1, 2], [1, 3], id="list-element-differs"),
+    pytest.param([1], (1,), id="list-vs-tuple"),
+    pytest.param([], None, id="list-vs-none"),
+    # bool vs int: True must not match 1, False must not match 0, either way round
+    pytest.param(True, 1, id="true-vs-1"),
+    pytest.param(1, True, id="1-vs-true"),
+    pytest.param(False, 0, id="false-vs-0"),
+    pytest.param(0, False, id="0-vs-false"),
+    pytest.param({"settled": 1}, DISPOSITION, id="nested-1-vs-true"),
+    pytest.param("1", 1, id="str-vs-int"),
+    pytest.param("tag", b"tag2", id="str-vs-other-bytes"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "value"), MATCHING)
+def test_matches(pattern, value):
+    assert mismatches(pattern, value) == []
+    assert matches(pattern, value) is True
+
+
+@pytest.mark.parametrize(("pattern", "value"), NOT_MATCHING)
+def test_does_not_match(pattern, value):
+    found = mismatches(pattern, value)
+    assert found, "expected at least one mismatch"
+    assert all(isinstance(line, str) and ": expected " in line and ", observed " in line for line in found)
+    assert matches(pattern, value) is False
+
+
+@pytest.mark.parametrize(("pattern", "value", "expected"), [
+    pytest.param({"state": {"error": {"condition": "amqp:not-found"}}},
+                 {"state": {"@type": "rejected", "error": {"condition": "amqp:internal-error"}}},
+                 ["state.error.condition: expected amqp:not-found, observed amqp:internal-error"],
+                 id="nested-path"),
+    pytest.param({"a": 1, "b": 2}, {"a": 0, "b": 0},
+                 ["a: expected 1, observed 0", "b: expected 2, observed 0"], id="every-mismatch-listed"),
+    pytest.param({"xs": [1, {"k": "v"}]}, {"xs": [1, {"k": "w"}]},
+                 ["xs[1].k: expected v, observed w"], id="list-index-in-path"),
+    pytest.param({"xs": [1, 2]}, {"xs": [1]}, ["xs: expected [1, 2], observed [1]"], id="list-length"),
+    pytest.param(True, 1, ["(value): expected True, observed 1"], id="top-level-path"),
+    pytest.param({"s": {"@present": True}}, {}, ["s: expected a value, observed None"], id="present-true-msg"),
+    pytest.param({"s": {"@present": False}}, {"s": 3}, ["s: expected nothing, observed 3"], id="present-false-msg"),
+    pytest.param({"s": {"@regex": "a+"}}, {"s": "b"}, ["s: expected text matching /a+/, observed b"], id="regex-msg"),
+])
+def test_mismatch_messages(pattern, value, expected):
+    assert mismatches(pattern, value) == expected
+
+
+def test_one_of_message_names_options():
+    (line,) = mismatches({"state": {"@one-of": [Released(), Rejected()]}}, {"state": ACCEPTED})
+    assert line.startswith("state: expected one of ")
+    assert "released" in line and "rejected" in line
+    assert line.endswith("observed accepted")
+
+
+# --- validate_pattern ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pattern", [
+    None,
+    {},
+    {"@type": "accepted"},
+    {"state": {"@regex": "a.*b"}},
+    {"x": {"@present": False}},
+    {"x": {"@one-of": [{"@regex": "a"}, None, 3]}},
+    [{"@regex": "[0-9]+"}],
+    Rejected("amqp:not-found", None),
+])
+def test_validate_pattern_accepts_well_formed(pattern):
+    assert validate_pattern(pattern) == []
+
+
+@pytest.mark.parametrize(("pattern", "fragments"), [
+    pytest.param({"state": {"@regexp": "x"}}, ["state.@regexp", "unknown operator '@regexp'", "@regex"],
+                 id="unknown-operator"),
+    pytest.param({"name": {"@regex": "("}}, ["name.@regex", "invalid regular expression '('"], id="bad-regex"),
+    pytest.param({"name": {"@regex": 5}}, ["name.@regex", "invalid regular expression 5"], id="regex-not-str"),
+    pytest.param({"x": {"@one-of": "abc"}}, ["x.@one-of", "takes a list"], id="one-of-not-list"),
+    pytest.param({"x": {"@one-of": [{"@regex": "["}]}}, ["x.@one-of[0].@regex", "invalid regular expression"],
+                 id="bad-regex-inside-one-of"),
+    pytest.param([{}, {"@nope": 1}], ["[1].@nope", "unknown operator"], id="inside-list"),
+])
+def test_validate_pattern_reports_problems(pattern, fragments):
+    (problem,) = validate_pattern(pattern)
+    for fragment in fragments:
+        assert fragment in problem
+
+
+def test_validate_pattern_reports_every_problem():
+    problems = validate_pattern({"a": {"@bad": 1}, "b": {"@regex": "("}})
+    assert len(problems) == 2
+
+
+# --- peers.states helpers --------------------------------------------------------------------------
+
+def _disposition_state(state) -> dict:
+    """A delivery state as the splitter decodes it from a real disposition frame (2.7.6)."""
+    raw = encode_frame(described("disposition", role=True, first=uint(0), settled=True, state=state))
+    (frame,) = FrameSplitter("in").feed(raw)
+    return frame.fields["state"]
+
+
+def _rejected(condition: str, description: str | None = None) -> dict:
+    # 3.4.3 rejected carrying a 2.8.14 error
+    return _disposition_state(described("rejected", error=described(
+        "error", condition=symbol(condition), description=description)))
+
+
+def test_rejected_helper_matches_same_condition():
+    state = _rejected("amqp:not-found")
+    assert state == {"@type": "rejected", "error": {"@type": "error", "condition": "amqp:not-found"}}
+    assert matches(Rejected("amqp:not-found"), state)
+
+
+def test_rejected_helper_does_not_match_other_condition():
+    state = _rejected("amqp:internal-error")
+    assert not matches(Rejected("amqp:not-found"), state)
+    assert mismatches(Rejected("amqp:not-found"), state) == [
+        "error.condition: expected amqp:not-found, observed amqp:internal-error"
+    ]
+
+
+@pytest.mark.parametrize(("pattern", "state", "expected"), [
+    (Rejected(), _rejected("amqp:not-found"), True),
+    (Rejected(), _disposition_state(described("accepted")), False),
+    (Rejected("amqp:not-found", "no such queue"), _rejected("amqp:not-found", "no such queue"), True),
+    (Rejected("amqp:not-found", "no such queue"), _rejected("amqp:not-found", "other"), False),
+    (Rejected("amqp:not-found", None), _rejected("amqp:not-found"), True),
+    (Rejected("amqp:not-found", None), _rejected("amqp:not-found", "text"), False),
+    (Accepted(), _disposition_state(described("accepted")), True),
+    (Accepted(), _disposition_state(described("released")), False),
+    (Released(), _disposition_state(described("released")), True),
+    (Modified(delivery_failed=True), _disposition_state(described("modified", delivery_failed=True)), True),
+    (Modified(delivery_failed=True), _disposition_state(described("modified", delivery_failed=False)), False),
+    (Modified(undeliverable_here=None), _disposition_state(described("modified", delivery_failed=True)), True),
+    (Modified(), _disposition_state(described("accepted")), False),
+])
+def test_state_helpers_against_decoded_states(pattern, state, expected):
+    # 3.4 delivery states
+    assert matches(pattern, state) is expected
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (Error("amqp:not-found"), {"@type": "error", "condition": "amqp:not-found"}),
+    (Error("amqp:not-found", None), {"@type": "error", "condition": "amqp:not-found", "description": None}),
+    (Rejected(), {"@type": "rejected"}),
+    (Rejected("c"), {"@type": "rejected", "error": {"@type": "error", "condition": "c"}}),
+    (Modified(), {"@type": "modified"}),
+    (Modified(True, False), {"@type": "modified", "delivery-failed": True, "undeliverable-here": False}),
+])
+def test_state_helper_patterns(pattern, expected):
+    assert pattern == expected

@@ -1,0 +1,78 @@
+"""Result records: ``results.jsonl`` (one line a case) and ``frames.jsonl`` (one line a frame).
+
+Lines are appended and flushed as each case ends, so an interrupted run keeps every finished case.
+Nothing here can hold a password: broker URLs are written redacted and SASL frames are masked at
+capture (:func:`amqp_conformance.peers.frames.redact_frame`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from amqp_conformance.peers.frames import Frame, to_jsonable
+
+RESULTS_FILE = "results.jsonl"
+FRAMES_FILE = "frames.jsonl"
+
+
+def new_run_id() -> str:
+    """A run id that sorts by time: ``20261122T110500Z-1a2b3c4d``."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def frame_record(run_id: str, case_id: str, expectation_set: str, seq: int, party: str, frame: Frame) -> dict:
+    """The ``frames.jsonl`` record of one captured frame."""
+    return {
+        "run_id": run_id, "case_id": case_id, "expectation_set": expectation_set, "seq": seq, "t_ns": frame.t_ns,
+        "party": party, "dir": frame.direction, "channel": frame.channel, "performative": frame.performative,
+        "fields": to_jsonable(frame.fields), "payload_len": frame.payload_len, "raw_hex": frame.raw.hex(),
+    }
+
+
+class RunRecorder:
+    """Writes the records of one run into ``out_dir`` (or only keeps them in memory when it is None)."""
+
+    def __init__(self, out_dir: Path | None, run_id: str | None = None) -> None:
+        self.run_id = run_id or new_run_id()
+        self.out_dir = out_dir
+        self.results: list[dict[str, Any]] = []
+        self.counts: Counter[str] = Counter()
+        self._results_file: TextIO | None = None
+        self._frames_file: TextIO | None = None
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self._results_file = (out_dir / RESULTS_FILE).open("a", encoding="utf-8")
+            self._frames_file = (out_dir / FRAMES_FILE).open("a", encoding="utf-8")
+
+    def record(self, result: dict[str, Any], frames: list[tuple[str, Frame]]) -> dict[str, Any]:
+        """Write one case's result record and its frames; returns the record as written."""
+        record = {"run_id": self.run_id, **to_jsonable(result)}
+        self.results.append(record)
+        self.counts[record["verdict"]] += 1
+        if self._results_file is not None and self._frames_file is not None:
+            self._results_file.write(json.dumps(record) + "\n")
+            self._results_file.flush()
+            for seq, (party, frame) in enumerate(frames):
+                line = frame_record(self.run_id, record["case_id"], record["expectation_set"], seq, party, frame)
+                self._frames_file.write(json.dumps(line) + "\n")
+            self._frames_file.flush()
+        return record
+
+    def close(self) -> None:
+        """Close the files."""
+        for handle in (self._results_file, self._frames_file):
+            if handle is not None:
+                handle.close()
+
+
+def read_results(run_dir: Path) -> list[dict[str, Any]]:
+    """The result records of a run directory, in order."""
+    path = run_dir / RESULTS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
