@@ -36,8 +36,9 @@ class Source:
     url: str | None = None
 
     def cite(self) -> str:
-        """``000_ce67ac77056e886e.txt, "Accepted: Subscription Mapping", row 4``."""
-        return f'{self.document}, "{self.heading}", row {self.row}'
+        """``000_ce67ac77056e886e.txt, "Accepted: Subscription Mapping", row 4`` (or the named section)."""
+        where = f"row {self.row}" if self.row.isdigit() else self.row
+        return f'{self.document}, "{self.heading}", {where}'
 
 
 @dataclass(frozen=True)
