@@ -367,19 +367,12 @@ class ScriptedPeer:
                                     {"flow": "link-credit > 0"}, [], list(self.engine.frames))
 
     def send(self, sender: Sender, body: Any, *, tag: bytes | None = None, settled: bool = False,
-             message: Message | None = None, state: dict | None = None) -> tuple[Delivery, Frame]:
-        """Send one whole message; returns proton's delivery and its (first) transfer frame.
-
-        ``settled`` sends it pre-settled. ``state`` (a raw ``Delivery`` data list keyed by type code) is set
-        as the transfer's delivery state, e.g. a transactional-state.
-        """
+             message: Message | None = None) -> tuple[Delivery, Frame]:
+        """Send one whole message (``settled``: pre-settled); returns proton's delivery and its transfer frame."""
         self.wait_for_credit(sender)
         since = self.mark()
         tag = tag or f"t{next(_ids)}".encode()
         delivery = sender.delivery(tag)
-        if state is not None:
-            delivery.local.data = state["data"]
-            delivery.update(state["type"])
         sender.send((message or Message(body=body)).encode())
         sender.advance()
         if settled:
