@@ -24,6 +24,17 @@ class Usage(Exception):
     """A usage problem: printed as one line, exit 2."""
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds greater than zero (argparse turns the error into exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a time greater than 0 seconds")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
@@ -50,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", help="profile to judge the broker by (default: its own; 'generic' with --url)")
     run.add_argument("-k", dest="keyword", metavar="EXPR", help="only cases matching this pytest -k expression")
     run.add_argument("--out", default="amqp-results", help="output directory (default: ./amqp-results)")
-    run.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an expected frame (2)")
+    run.add_argument("--timeout", type=positive_seconds, default=2.0, help="seconds to wait for an expected frame (2)")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
     run.set_defaults(func=cmd_run)
 
