@@ -10,6 +10,7 @@ import argparse
 import json
 import shutil
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -131,8 +132,8 @@ def print_summary(results: list[dict], out: Path, width: int | None = None) -> N
 
     counts = Counter(r["verdict"] for r in results)
     print()
-    print(fit(f"verdicts ({len(results)} case runs): "
-              + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v])))
+    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v])
+    print("\n".join(textwrap.wrap(f"verdicts ({len(results)} case runs): {counted}", width, subsequent_indent="  ")))
     listed = [r for v in ("FAIL", "ERROR", "NON-STRICT") for r in results if r["verdict"] == v]
     if listed:
         print("failing and deviating cases:")
@@ -142,12 +143,12 @@ def print_summary(results: list[dict], out: Path, width: int | None = None) -> N
                   f"{reason[0] if reason else ''}"))
     stale = [r for r in results if r.get("stale_deviation")]
     if stale:
-        print("stale deviations (declared in the profile, but the case no longer deviates):")
+        print("stale deviations (declared in the profile, no longer deviating):")
         for record in stale:
             print(fit(f"  {record['case_id']} [{record['expectation_set']}]"))
     quiet = [f"{counts[v]} {v}" for v in ("UNSUPPORTED", "INFO") if counts[v]]
     if quiet:
-        print(fit(f"not listed: {', '.join(quiet)} (reasons in results.jsonl and the Allure report)"))
+        print(fit(f"not listed: {', '.join(quiet)} (reasons: results.jsonl, Allure report)"))
     print(f"results: {out / 'results.jsonl'}")
     print(f"frames:  {out / 'frames.jsonl'}")
     print(f"allure:  {out / 'allure-results'}")
