@@ -93,7 +93,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise Usage(f"cannot write to --out {out}: {exc.strerror}; choose another directory") from None
     from amqp_conformance.reports.allure_render import archive_previous
 
-    archive_previous(out)
+    archived = archive_previous(out)
+    if archived is not None:
+        print(f"earlier Allure results of {out} moved to {archived}")
     run_id = new_run_id()
     pytest_args = [str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"), "--rootdir", str(CONFORMANCE_DIR),
                    "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / "allure-results"),

@@ -52,6 +52,11 @@ CATEGORIES = [
      "description": "The harness could not complete the case (time-out, refused connection, set-up step)."},
 ]
 
+# The FAIL/ERROR message of fixtures/execution.py ends with the whole frame log: in Allure the steps and the
+# "frame log" attachment show it, so the message shown at the top of a case stops there (the trace keeps it).
+FRAME_LOG_MARK = "\nframe log:\n"
+FRAME_LOG_NOTE = "\n(frame log: the steps below, one per exchange, and the 'frame log' attachment)"
+
 # A private label carrying the case's key from the call phase to report_result, removed there.
 KEY_LABEL = "amqp-conformance-key"
 
@@ -143,6 +148,9 @@ class CaseResultHook:
         result.labels += [Label(name="suite", value=table), Label(name="subSuite", value=expectation_set)]
         if frames:
             result.steps = allure_steps.step_results(allure_steps.exchanges(frames)) + list(result.steps)
+        details = result.statusDetails
+        if details is not None and details.message and FRAME_LOG_MARK in details.message:
+            details.message = details.message.split(FRAME_LOG_MARK, 1)[0] + FRAME_LOG_NOTE
 
 
 def active_hook() -> CaseResultHook | None:
