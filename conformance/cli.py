@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -77,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--expectation-set", default="um-10.11", choices=("um-10.11", "core"),
                        help="whose rules to follow where they differ (default um-10.11)")
     serve.set_defaults(func=cmd_serve)
+
+    report = commands.add_parser("report", help="render reports from run directories (--allure: the Allure report)")
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by 'run --out'")
+    report.add_argument("--out", default=None, help="where to write (default: the first RUN_DIR)")
+    report.add_argument("--allure", action="store_true", help="render the Allure HTML report into OUT/allure-report")
+    report.set_defaults(func=cmd_report)
     return parser
 
 
@@ -94,6 +102,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise Usage(f"cannot write to --out {out}: {exc.strerror}; choose another directory") from None
+    from amqp_conformance.reports.allure_render import archive_previous
+
+    archived = archive_previous(out)
+    if archived is not None:
+        print(f"earlier Allure results of {out} moved to {archived}")
     run_id = new_run_id()
     pytest_args = [str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"), "--rootdir", str(CONFORMANCE_DIR),
                    "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / "allure-results"),
@@ -119,18 +132,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
-def print_summary(results: list[dict], out: Path) -> None:
-    """Counts per verdict, one line per case that did not pass, and where the outputs are."""
+def print_summary(results: list[dict], out: Path, width: int | None = None) -> None:
+    """Counts per verdict; one line per FAIL, ERROR and NON-STRICT case (case id, expectation set, first
+    line of the reason); stale deviations; the output paths and the command that renders the Allure report.
+
+    Lines are cut to ``width`` (default: the terminal's, kept between 80 and 120 columns).
+    """
+    width = width or min(max(shutil.get_terminal_size((100, 24)).columns, 80), 120)
+
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[:width - 1] + "…"
+
     counts = Counter(r["verdict"] for r in results)
     print()
-    print("verdicts: " + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v]))
-    for record in results:
-        if record["verdict"] != "PASS":
-            reason = record["reason"].splitlines()[0] if record["reason"] else ""
-            print(f"  {record['verdict']:<11} {record['case_id']} [{record['expectation_set']}] {reason[:160]}")
+    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v])
+    print("\n".join(textwrap.wrap(f"verdicts ({len(results)} case runs): {counted}", width, subsequent_indent="  ")))
+    listed = [r for v in ("FAIL", "ERROR", "NON-STRICT") for r in results if r["verdict"] == v]
+    if listed:
+        print("failing and deviating cases:")
+    for record in listed:
+        reason = (record.get("reason") or "").strip().splitlines()
+        print(fit(f"  {record['verdict']:<10} {record['case_id']} [{record['expectation_set']}]  "
+                  f"{reason[0] if reason else ''}"))
+    stale = [r for r in results if r.get("stale_deviation")]
+    if stale:
+        print("stale deviations (declared in the profile, no longer deviating):")
+        for record in stale:
+            print(fit(f"  {record['case_id']} [{record['expectation_set']}]"))
+    quiet = [f"{counts[v]} {v}" for v in ("UNSUPPORTED", "INFO") if counts[v]]
+    if quiet:
+        print(fit(f"not listed: {', '.join(quiet)} (reasons: results.jsonl, Allure report)"))
     print(f"results: {out / 'results.jsonl'}")
     print(f"frames:  {out / 'frames.jsonl'}")
-    print(f"allure:  {out / 'allure-results'} (render: allure serve {out / 'allure-results'})")
+    print(f"allure:  {out / 'allure-results'}")
+    print(f"render:  amqp-conformance report --allure {out}")
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
@@ -174,6 +209,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report``: with ``--allure``, render the runs' Allure results into OUT/allure-report."""
+    if not args.allure:
+        raise Usage("report: say what to render: --allure (the Allure HTML report)")
+    from amqp_conformance.reports.allure_render import AllureMissing, RenderFailed, render_allure
+
+    out = Path(args.out) if args.out else Path(args.run_dirs[0])
+    try:
+        report = render_allure([Path(d) for d in args.run_dirs], out)
+    except (AllureMissing, RenderFailed) as exc:
+        raise Usage(str(exc)) from None
+    print(f"allure report: {report / 'index.html'} (view it with: allure open {report})")
     return 0
 
 

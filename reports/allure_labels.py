@@ -1,9 +1,19 @@
 """Allure labelling of one case result, and the run-level files Allure reads.
 
-Labels: ``testCaseId`` = case id, epic = expectation set, feature = table, story = row, parentSuite =
-broker, tag = verdict, severity; the source cited in the description (and linked when the table gives
-a URL); attachments: the frame log (text and JSON) and expected vs observed.
-``environment.properties`` and ``categories.json`` go beside the results.
+During a case (pytest's call phase) :func:`label` and :func:`attach_evidence` use allure's public
+``allure.dynamic`` / ``allure.attach`` API: title, epic = expectation set, feature = table, story = row,
+parentSuite = broker, severity (the row's ``severity`` field), a link to the source document and row, a
+Markdown description with the row's text, tag = verdict, and the attachments (frame log as text and
+JSON, expected vs observed, the broker's log tail on FAIL/ERROR).
+
+What ``allure.dynamic`` cannot set is finished by :class:`CaseResultHook`, an ``allure_commons`` plugin
+implementing the public ``report_result`` hook (the one allure's own file writer implements) and running
+before the writer: ``testCaseId`` = case id, a ``historyId`` stable per (case id, expectation set, broker)
+so history and retries line up across runs and never merge two brokers, readable parameters instead of
+pytest's parameter repr, suite = table and subSuite = expectation set, and one step per exchange built
+from the captured frame log (:mod:`.allure_steps`). Nothing here touches allure-pytest's internals.
+
+``environment.properties`` and ``categories.json`` go beside the results (:func:`write_run_files`).
 """
 
 from __future__ import annotations
@@ -13,59 +23,166 @@ from pathlib import Path
 from typing import Any
 
 import allure
-import pytest
+import allure_commons
+from allure_commons.model2 import Label, Parameter
+from allure_commons.utils import md5
+
+from . import allure_steps
 
 SEVERITY = {"blocker": allure.severity_level.BLOCKER, "critical": allure.severity_level.CRITICAL,
             "normal": allure.severity_level.NORMAL, "minor": allure.severity_level.MINOR,
             "trivial": allure.severity_level.TRIVIAL}
 
+# How fixtures/execution.py reports each verdict and the status allure-pytest gives it:
+#   PASS, INFO -> test returns -> "passed"
+#   FAIL -> pytest.fail(...) (a Failed exception) -> "failed", message "Failed: FAIL <case>: ..."
+#   ERROR -> raises HarnessError (not an assertion) -> "broken", message "...HarnessError: ERROR <case>: ..."
+#   NON-STRICT -> pytest.xfail(...) -> "skipped", message "XFAIL NON-STRICT: ..."
+#   UNSUPPORTED -> pytest.skip(...) -> "skipped", message "Skipped: UNSUPPORTED: ..."
+# Allure matches messageRegex against the whole message (Java String.matches), hence the (?s) and ".*".
 CATEGORIES = [
-    {"name": "Known deviations (NON-STRICT)", "matchedStatuses": ["skipped"], "messageRegex": ".*NON-STRICT.*"},
-    {"name": "Unsupported by the broker's profile", "matchedStatuses": ["skipped"], "messageRegex": ".*UNSUPPORTED.*"},
-    {"name": "Product failures (FAIL)", "matchedStatuses": ["failed"]},
-    {"name": "Harness errors (ERROR)", "matchedStatuses": ["broken"]},
+    {"name": "Known deviations (NON-STRICT)", "matchedStatuses": ["skipped"], "messageRegex": "(?s).*NON-STRICT.*",
+     "description": "Differs from the row, and the broker's profile declares this deviation with a reason."},
+    {"name": "Unsupported by the broker's profile", "matchedStatuses": ["skipped"],
+     "messageRegex": "(?s).*UNSUPPORTED.*",
+     "description": "The profile lacks a capability the row needs, or the broker's admin cannot provoke it."},
+    {"name": "Product failures (FAIL)", "matchedStatuses": ["failed"],
+     "description": "The broker's observed outcome differs from the row's expectation."},
+    {"name": "Harness errors (ERROR)", "matchedStatuses": ["broken"],
+     "description": "The harness could not complete the case (time-out, refused connection, set-up step)."},
 ]
 
+# The FAIL/ERROR message of fixtures/execution.py ends with the whole frame log: in Allure the steps and the
+# "frame log" attachment show it, so the message shown at the top of a case stops there (the trace keeps it).
+FRAME_LOG_MARK = "\nframe log:\n"
+FRAME_LOG_NOTE = "\n(frame log: the steps below, one per exchange, and the 'frame log' attachment)"
 
-def set_test_case_id(request: pytest.FixtureRequest, case_id: str) -> None:
-    """Make Allure's ``testCaseId`` the case id (allure-pytest derives it from the test name otherwise)."""
-    listener = request.config.pluginmanager.get_plugin("allure_listener")
-    if listener is None:
-        return
-    try:
-        result = listener.allure_logger.get_test(listener._cache.get(request.node.nodeid))
-    except AttributeError:  # a future allure-pytest without these internals: keep its own id
-        return
-    if result is not None:
-        result.testCaseId = case_id
+# A private label carrying the case's key from the call phase to report_result, removed there.
+KEY_LABEL = "amqp-conformance-key"
 
 
-def label(request: pytest.FixtureRequest, case: Any, expectation_set: str, broker_name: str) -> None:
-    """Apply the case's labels, title, description and source link to the running Allure test."""
-    set_test_case_id(request, case.id)
+def history_id(case_id: str, expectation_set: str, broker: str) -> str:
+    """Allure's ``historyId`` for a case run: stable per (case id, expectation set, broker), nothing else."""
+    return md5("amqp-conformance", case_id, expectation_set, broker)
+
+
+def case_key(case_id: str, expectation_set: str, broker: str) -> str:
+    """The private key label's value for a case run (JSON of the three parts)."""
+    return json.dumps([case_id, expectation_set, broker])
+
+
+def label(request: Any, case: Any, expectation_set: str, broker_name: str) -> None:
+    """Apply the case's labels, title, description and source link to the running Allure test.
+
+    ``request`` is unused (kept for callers); a no-op when Allure is not recording.
+    """
     allure.dynamic.title(f"{case.id} [{expectation_set}] {case.title}")
     allure.dynamic.epic(expectation_set)
     allure.dynamic.feature(case.table)
     allure.dynamic.story(f"row {case.source.row}")
     allure.dynamic.parent_suite(broker_name)
     allure.dynamic.severity(SEVERITY[case.severity])
-    allure.dynamic.description(f"{case.text}\n\nSource: {case.source.cite()}\nGiven: {json.dumps(case.given)}")
-    if case.source.url:
-        allure.dynamic.link(case.source.url, name=case.source.cite())
+    allure.dynamic.label(KEY_LABEL, case_key(case.id, expectation_set, broker_name))
+    allure.dynamic.description(description(case, expectation_set))
+    allure.dynamic.link(source_link(case), link_type="source", name=case.source.cite())
 
 
-def attach_evidence(verdict: str, expected: Any, observed: Any, frames_text: str, frames_json: str) -> None:
-    """Attach the verdict tag, expected vs observed (JSON) and the frame log (text and JSON)."""
+def description(case: Any, expectation_set: str) -> str:
+    """The Markdown description: the row's text, its source, what is given and what is expected."""
+    expected = json.dumps(case.expect[expectation_set], indent=2, sort_keys=True)
+    given = json.dumps(case.given, indent=2, sort_keys=True)
+    return (f"{case.text}\n\n**Source:** {case.source.cite()}  \n**Case:** `{case.id}` "
+            f"(table file `{case.file}`), expectation set `{expectation_set}`\n\n"
+            f"**Given:**\n\n```\n{given}\n```\n\n**Expected:**\n\n```\n{expected}\n```\n")
+
+
+def source_link(case: Any) -> str:
+    """The source row's address: the table's source URL (or its document's name) with ``#row=ROW``."""
+    return f"{case.source.url or case.source.document}#row={case.source.row}"
+
+
+def attach_evidence(verdict: str, expected: Any, observed: Any, frames_text: str, frames_json: str,
+                    frames: list | None = None, log_tail: str | None = None, key: str | None = None) -> None:
+    """Attach the verdict tag, expected vs observed (JSON), the frame log (text and JSON) and the log tail.
+
+    ``frames`` (the case's ``(party, Frame)`` log) become one step per exchange when the result labelled
+    with ``key`` (:func:`case_key`) is written; ``log_tail`` (the broker's log, already free of secrets)
+    is attached when given.
+    """
     allure.dynamic.tag(verdict)
-    allure.attach(json.dumps({"expected": expected, "observed": observed}, indent=2),
+    allure.attach(json.dumps({"verdict": verdict, "expected": expected, "observed": observed}, indent=2),
                   name="expected vs observed", attachment_type=allure.attachment_type.JSON)
     allure.attach(frames_text, name="frame log", attachment_type=allure.attachment_type.TEXT)
     allure.attach(frames_json, name="frame log (JSON)", attachment_type=allure.attachment_type.JSON)
+    if log_tail:
+        allure.attach(log_tail, name="broker log (tail)", attachment_type=allure.attachment_type.TEXT)
+    hook = active_hook()
+    if hook is not None and frames and key is not None:
+        hook.pending_frames[key] = frames
+
+
+class CaseResultHook:
+    """Finishes each case's Allure result before allure's file writer writes it (hook ``report_result``)."""
+
+    name = "amqp_conformance_results"
+
+    def __init__(self) -> None:
+        self.pending_frames: dict[str, list] = {}
+
+    @allure_commons.hookimpl(tryfirst=True)
+    def report_result(self, result: Any) -> None:
+        """Set testCaseId, historyId, parameters, suites and exchange steps of a case's result."""
+        key = next((lbl.value for lbl in result.labels if lbl.name == KEY_LABEL), None)
+        if key is None:
+            return
+        frames = self.pending_frames.pop(key, None)
+        case_id, expectation_set, broker = json.loads(key)
+        result.testCaseId = case_id
+        result.historyId = history_id(case_id, expectation_set, broker)
+        result.fullName = f"{broker}:{case_id}:{expectation_set}"
+        result.parameters = [Parameter(name="case", value=case_id),
+                             Parameter(name="expectation set", value=expectation_set),
+                             Parameter(name="broker", value=broker)]
+        result.labels = [lbl for lbl in result.labels if lbl.name not in (KEY_LABEL, "suite", "subSuite")]
+        table = case_id.split("/", 1)[0]
+        result.labels += [Label(name="suite", value=table), Label(name="subSuite", value=expectation_set)]
+        if frames:
+            result.steps = allure_steps.step_results(allure_steps.exchanges(frames)) + list(result.steps)
+        details = result.statusDetails
+        if details is not None and details.message and FRAME_LOG_MARK in details.message:
+            details.message = details.message.split(FRAME_LOG_MARK, 1)[0] + FRAME_LOG_NOTE
+
+
+def active_hook() -> CaseResultHook | None:
+    """The registered :class:`CaseResultHook`, or None when Allure is not recording."""
+    return allure_commons.plugin_manager.get_plugin(CaseResultHook.name)
+
+
+def activate() -> CaseResultHook:
+    """Register the hook with allure_commons (idempotent); call when ``--alluredir`` is given."""
+    hook = active_hook()
+    if hook is None:
+        hook = CaseResultHook()
+        allure_commons.plugin_manager.register(hook, name=CaseResultHook.name)
+    return hook
+
+
+def deactivate() -> None:
+    """Unregister the hook (at the end of the pytest session)."""
+    if active_hook() is not None:
+        allure_commons.plugin_manager.unregister(name=CaseResultHook.name)
 
 
 def write_run_files(allure_dir: Path, environment: dict[str, str]) -> None:
     """Write ``environment.properties`` and ``categories.json`` into the Allure results directory."""
     allure_dir.mkdir(parents=True, exist_ok=True)
-    lines = [f"{key}={str(value).replace(chr(10), ' ')}" for key, value in environment.items()]
-    (allure_dir / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (allure_dir / "environment.properties").write_text(environment_properties(environment), encoding="utf-8")
     (allure_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=2), encoding="utf-8")
+
+
+def environment_properties(environment: dict[str, str]) -> str:
+    """Java properties text for ``environment``: one ``key=value`` a line, newlines and ``\\`` escaped."""
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", " ").replace("\r", " ")
+
+    return "".join(f"{escape(str(key))}={escape(str(value))}\n" for key, value in environment.items())
