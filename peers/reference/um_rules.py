@@ -212,7 +212,7 @@ class UmRules:
             txn_id = bytes(fields[0]) if fields and fields[0] is not None else b""
             fail = bool(fields[1]) if len(fields) > 1 and fields[1] is not None else False
             try:
-                self.transactions.discharge(txn_id, fail)
+                self.transactions.discharge(txn_id, self.rolls_back(fail))
                 self._settle(delivery, Delivery.ACCEPTED)
             except UnknownTransaction:
                 self._settle(delivery, Delivery.REJECTED, Condition(UNKNOWN_ID, f"no transaction {txn_id!r}"))
@@ -283,6 +283,10 @@ class UmRules:
             delivery.settle()
 
     # -- the behaviours a mutant (peers/reference/mutants.py) may replace, one guarantee each ------------
+
+    def rolls_back(self, fail: bool) -> bool:
+        """Whether a discharge with this ``fail`` flag rolls the transaction back (it does exactly when set)."""
+        return fail
 
     def condition(self, name: str, description: str) -> Condition:
         """The AMQP error for a refused operation: ``name`` is the condition the UM guide gives."""
