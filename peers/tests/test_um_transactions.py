@@ -209,3 +209,32 @@ def test_removed_node_is_not_found_and_not_recreated() -> None:
     broker.faults.removed.add("q")
     assert broker.publish_error("q").name == "amqp:not-found"
     assert "q" not in broker.store.nodes
+
+
+def test_a_consumer_with_a_jms_selector_gets_only_what_it_selects() -> None:
+    from proton import Described, symbol
+
+    broker = Broker(policy=Policy.for_set("um-10.11"))
+    pair = Pair(broker)
+    publisher = pair.sender("q")
+    for body, color in (("m1", "blue"), ("m2", "red"), ("m3", "red")):
+        delivery = publisher.delivery(body.encode())
+        publisher.send(Message(body=body, properties={"color": color}).encode())
+        publisher.advance()
+    pair.pump()
+    receiver = pair.session.receiver("selective")
+    receiver.source.address = "q"
+    receiver.source.filter.put_dict({symbol("jms-selector"): Described(symbol("apache.org:selector-filter:string"),
+                                                                       "color = 'red'")})
+    receiver.open()
+    receiver.flow(10)
+    pair.pump()
+    bodies = []
+    while receiver.current is not None and receiver.current.readable:
+        message = Message()
+        message.decode(receiver.recv(receiver.current.pending))
+        bodies.append(message.body)
+        receiver.advance()
+    assert delivery.remote_state == Delivery.ACCEPTED
+    assert bodies == ["m2", "m3"]
+    assert pair.stored("q") == ["m1"]  # the blue one waits for another consumer
