@@ -74,3 +74,50 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+# -- UM 10.11 rejections, link fate and transactions (conformance/scripts_um.py) ---------------------------
+from . import scripts_um  # noqa: E402
+
+UM_PROVOCATIONS = ("none", "transformer-null", "deny-publish", "deny-subscribe", "deny-durable-subscribe",
+                   "store-full", "internal-error", "remove-node", "remove-durable-subscription")
+SCENARIOS.update({s.name: s for s in (
+    Scenario(
+        "subscription-fault", scripts_um.run_subscription_fault,
+        given={
+            "when": ("subscribe", "ack"),
+            "provocation": UM_PROVOCATIONS,
+            "selector": str,
+            "already_subscribed": bool,
+            "rcv_settle_mode": ("first", "second"),
+            "durable": ("none", "configuration", "unsettled-state"),
+        },
+        defaults={"when": "subscribe", "provocation": "none", "selector": "", "already_subscribed": False,
+                  "rcv_settle_mode": "first", "durable": "none"},
+        observations=("detach", "delivered_after", "delivery_tag", "broker_disposition", "first_subscriber"),
+    ),
+    Scenario(
+        "um-publish", scripts_um.run_um_publish,
+        given={
+            "snd_settle_mode": ("unsettled", "settled", "mixed"),
+            "transfers": list,
+            "provocation": UM_PROVOCATIONS,
+            "relieve": bool,
+            "transactional": bool,
+            "discharge": ("none", "commit", "rollback"),
+        },
+        defaults={"snd_settle_mode": "unsettled", "provocation": "none", "relieve": False, "transactional": False,
+                  "discharge": "none"},
+        observations=("declared", "dispositions", "detach", "after_detach", "visible_before_discharge", "discharge",
+                      "stored"),
+    ),
+    Scenario(
+        "txn-acquire", scripts_um.run_txn_acquire,
+        given={
+            "discharge": ("commit", "rollback"),
+            "rcv_settle_mode": ("first", "second"),
+            "durable": ("configuration", "unsettled-state"),
+        },
+        defaults={"rcv_settle_mode": "first", "durable": "configuration"},
+        observations=("declared", "delivery_tag", "broker_disposition", "discharge", "remaining"),
+    ),
+)})

@@ -25,6 +25,7 @@ from ..engine import CapturingEngine, delivery_tag
 from ..frames import Frame
 from .sasl import SaslServer
 from .store import Node, Store, StoredMessage, Subscription
+from .um_rules import UmRules
 
 PRODUCT = "amqp-conformance-reference"
 PUBLISHER_CREDIT = 100
@@ -35,11 +36,13 @@ class Policy:
     """Behaviour that differs between expectation sets. ``for_set`` gives the one each set requires."""
 
     partial_delivery: str = "reject"  # "reject" (UM 10.11) or "accept" (core AMQP 1.0)
+    one_subscription_per_node: bool = False  # UM 10.11: a second subscription of a connection is illegal-state
 
     @classmethod
     def for_set(cls, expectation_set: str) -> Policy:
         """The policy under which the broker meets ``expectation_set`` ("core", "um-10.11", ...)."""
-        return cls(partial_delivery="accept" if expectation_set == "core" else "reject")
+        return cls(partial_delivery="accept" if expectation_set == "core" else "reject",
+                   one_subscription_per_node=expectation_set == "um-10.11")
 
 
 @dataclass
@@ -59,6 +62,7 @@ class Consumer:
     node: Node
     subscription: Subscription
     outstanding: dict[bytes, Outstanding] = field(default_factory=dict)  # by delivery tag
+    selector: object = None  # the parsed jms-selector of the link's source, if any
 
 
 class BrokerConnection:
@@ -132,7 +136,7 @@ class BrokerConnection:
         return (delivery.link.name, delivery_tag(delivery)) in self.multi_frame
 
 
-class Broker:
+class Broker(UmRules):
     """The reference broker's state and behaviour, shared by all connections; guarded by :attr:`lock`."""
 
     def __init__(self, users: dict[str, str] | None = None, policy: Policy | None = None) -> None:
@@ -142,6 +146,7 @@ class Broker:
         self.connections: list[BrokerConnection] = []
         self.lock = threading.RLock()
         self.failing_transforms: set[str] = set()  # nodes whose UM transformer yields null
+        self.init_um()  # ACL, provoked faults, transactions (um_rules.py)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection."""
@@ -154,6 +159,7 @@ class Broker:
         for consumer in connection.consumers.values():
             self._release_consumer(consumer)
         connection.consumers.clear()
+        self.transactions.abandon(connection)
         if connection in self.connections:
             self.connections.remove(connection)
 
@@ -196,16 +202,16 @@ class Broker:
 
     def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
         address = link.remote_source.address or ""
-        node = self.store.node(address)
-        if node is None:
-            link.source.address = None
-            link.open()
-            link.condition = Condition("amqp:not-found", f"no node at address {address!r}")
-            link.close()
+        error = self.subscribe_error(connection, link, address)  # UM 10.11 Rejected/Subscription row 1
+        if error is not None:
+            self.refuse_subscription(link, error)
             return
+        node = self.live_node(address)
+        assert node is not None
         durable = link.remote_source.durability in (Terminus.CONFIGURATION, Terminus.DELIVERIES)
         durable_name = f"{link.connection.remote_container}/{link.name}" if durable else None
-        connection.consumers[link.name] = Consumer(link, node, node.subscription(durable_name))
+        connection.consumers[link.name] = Consumer(link, node, node.subscription(durable_name),
+                                                   selector=self.consumer_selector(link))
         link.open()
 
     def _on_pn_link_remote_detach(self, connection: BrokerConnection, event: Event) -> None:
@@ -245,6 +251,9 @@ class Broker:
 
     def _on_published(self, connection: BrokerConnection, delivery: Delivery) -> None:
         link = delivery.link
+        if self.is_coordinator(link):
+            self.on_coordinator_delivery(connection, delivery)
+            return
         key = (link.name, delivery_tag(delivery))
         if key in connection.refused:
             if not delivery.partial:  # the rest of a delivery already refused: read and forget it
@@ -256,10 +265,8 @@ class Broker:
         if multi_frame and self.policy.partial_delivery == "reject":
             # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal
             connection.refused.add(key)
-            error = Condition("amqp:not-implemented", "multi-frame transfers are not supported")
-            self._settle(delivery, Delivery.REJECTED, error)
-            link.condition = error
-            link.close()
+            error = self.condition("amqp:not-implemented", "multi-frame transfers are not supported")
+            self.refuse_delivery(link, delivery, error)
             return
         if delivery.partial:
             return  # wait for the rest
@@ -270,17 +277,25 @@ class Broker:
             # UM 10.11 Accepted/Publishing row 2: the transformer returned null
             self._settle(delivery, Delivery.REJECTED, self.transformer_failure())
             return
-        node = self.store.node(address)
-        if node is None:
-            self._settle(delivery, Delivery.REJECTED, Condition("amqp:not-found", f"no node at {address!r}"))
-            return
+        txn_id = self.txn_of(delivery)
+        error = self.publish_error(address)  # UM 10.11 Rejected/Publishing rows 2 and 3
+        if error is not None:
+            self.refuse_delivery(link, delivery, error, txn_id)
+        elif txn_id is not None:
+            self.publish_transactional(delivery, txn_id, address, encoded)  # Accepted/Publishing row 6
+        else:
+            self._publish(delivery, address, encoded)
+        if link.credit < PUBLISHER_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
+            link.flow(PUBLISHER_CREDIT - link.credit)
+
+    def _publish(self, delivery: Delivery, address: str, encoded: bytes) -> None:
+        node = self.live_node(address)
+        assert node is not None
         node.publish(encoded)
         if delivery.settled:
             delivery.settle()  # pre-settled by the publisher: no further action, no disposition
         else:
             self._settle(delivery, Delivery.ACCEPTED)
-        if link.credit < PUBLISHER_CREDIT // 2:
-            link.flow(PUBLISHER_CREDIT - link.credit)
 
     @staticmethod
     def _settle(delivery: Delivery, outcome: int, condition: Condition | None = None) -> None:
@@ -298,6 +313,8 @@ class Broker:
         outstanding = consumer.outstanding.get(delivery_tag(delivery))
         if outstanding is None:
             return
+        if self.um_consumer_disposition(consumer, delivery, outstanding):
+            return  # transactional, or a durable ACK that failed (um_rules.py)
         state = delivery.remote_state
         if state == Delivery.RECEIVED:
             return  # non-terminal: nothing to do yet
@@ -328,7 +345,7 @@ class Broker:
             for consumer in connection.consumers.values():
                 link = consumer.link
                 while link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
-                    message = consumer.subscription.take()
+                    message = self.take_for(consumer)
                     if message is None:
                         break
                     delivery = link.delivery(self.delivery_tag(consumer.node, message))
