@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bad = [r for r in results if r["verdict"] in ("FAIL", "ERROR")]
     for record in bad:
-        first = (record.get("mismatches") or [record.get("reason", "")])[0].splitlines()[0]
+        lines = record.get("mismatches") if record["verdict"] == "FAIL" else None
+        first = ((lines or [record.get("reason") or ""])[0].splitlines() or [""])[0]
         print(f"{record['verdict']:<6} {record['case_id']} [{record['expectation_set']}] {first[:200]}")
     if args.toml:
         for record in (r for r in bad if r["verdict"] == "FAIL"):
