@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="amqp-results", help="output directory (default: ./amqp-results)")
     run.add_argument("--timeout", type=positive_seconds, default=2.0, help="seconds to wait for an expected frame (2)")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
+    run.add_argument("--strict", action="store_true",
+                     help="exit 1 also when a deviation the profile declares no longer occurs (stale)")
     run.set_defaults(func=cmd_run)
 
     cases = commands.add_parser("cases", help="list the case catalogue")
@@ -85,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=None, help="where to write (default: the first RUN_DIR)")
     report.add_argument("--allure", action="store_true", help="render the Allure HTML report into OUT/allure-report")
     report.set_defaults(func=cmd_report)
+    brokers = commands.add_parser("brokers", help="list the known brokers, their launchers and whether each can "
+                                                  "start here")
+    brokers.add_argument("--format", choices=("text", "json"), default="text")
+    brokers.set_defaults(func=cmd_brokers)
     return parser
 
 
@@ -97,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from amqp_conformance.fixtures.brokers import check_reachable
 
         check_reachable(choice.url)
+    if choice.spec is not None and not any(launcher.available()[0] for launcher in choice.spec.launchers):
+        choice.start()  # no launcher can start it: raises UsageProblem naming each one's reason
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +137,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     print_summary(results, out)
     blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results)
+    from amqp_conformance.fixtures.broker_status import stale_deviations
+
+    stale = stale_deviations(results)
+    for record in stale:
+        print(f"  STALE       {record['case_id']} [{record['expectation_set']}] the profile declares a deviation "
+              f"that no longer occurs: remove it from the profile{' (--strict: exit 1)' if args.strict else ''}")
+    blocking = blocking or (args.strict and bool(stale))
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
@@ -182,6 +197,17 @@ def cmd_cases(args: argparse.Namespace) -> int:
     for case in catalogue.cases:
         print(f"{case.id:<{width}}  {','.join(case.expectation_sets):<14}  {case.source.cite()}")
     print(f"{len(catalogue.cases)} cases")
+    return 0
+
+
+def cmd_brokers(args: argparse.Namespace) -> int:
+    """``brokers``: every broker, its launchers, and whether each can start on this machine (and why not)."""
+    from dataclasses import asdict
+
+    from amqp_conformance.fixtures.broker_status import broker_statuses, format_statuses
+
+    rows = broker_statuses()
+    print(json.dumps([asdict(r) for r in rows], indent=2) if args.format == "json" else format_statuses(rows))
     return 0
 
 
