@@ -246,6 +246,10 @@ class Broker:
     def _on_published(self, connection: BrokerConnection, delivery: Delivery) -> None:
         link = delivery.link
         key = (link.name, delivery_tag(delivery))
+        if delivery.aborted:  # 004 pn_delivery_aborted: discard what arrived, settle; the link stays open
+            connection.refused.discard(key)
+            delivery.settle()
+            return
         if key in connection.refused:
             if not delivery.partial:  # the rest of a delivery already refused: read and forget it
                 link.recv(delivery.pending)
