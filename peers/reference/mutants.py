@@ -82,3 +82,8 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("forgets-durable-on-detach", "drops a durable subscription when its link detaches without closing",
            "000 Accepted: Subscription Mapping rows 5 and 7 (durable subscriber ACKs)", ForgetsDurableOnDetach),
 )}
+
+# Router mutants (issue 5) live in their own module; registered here so --reference-mutant finds them.
+from .router_mutants import ROUTER_MUTANTS  # noqa: E402
+
+MUTANTS.update(ROUTER_MUTANTS)
