@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
                        help="accept only these SASL PLAIN users (repeatable; default: any user, and ANONYMOUS)")
-    serve.add_argument("--expectation-set", default="um-10.11", choices=("um-10.11", "core"),
-                       help="whose rules to follow where they differ (default um-10.11)")
+    serve.add_argument("--expectation-set", default=None, choices=("um-10.11", "core"),
+                       help="whose rules to follow where they differ (default um-10.11; core with --router)")
     serve.add_argument("--router", action="store_true",
                        help="router mode (profile reference-router): anycast and multicast addresses by prefix")
     serve.add_argument("--anycast-prefix", default="anycast.", help="router mode: anycast address prefix")
@@ -154,6 +154,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not sep or not name:
             raise Usage(f"--user {name or entry!r}: expected NAME:PASSWORD")
         users[name] = password
+    if args.expectation_set is None:  # the router's profile (reference-router) claims core, not um-10.11
+        args.expectation_set = "core" if args.router else "um-10.11"
     if args.router:
         from amqp_conformance.peers.reference.router import Router
 
