@@ -38,7 +38,8 @@ GIVEN: dict[str, Any] = {
     "transfer": ("whole", "multi-frame", "aborted"),
     "consumers": None,  # replaced below by check_consumers (a validator)
 }
-DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole"}
+# address_kind and consumers have no default: a row that leaves one out fails loading (None is not allowed)
+DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "address_kind": None, "consumers": None}
 OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "producer_error", "producer_modified",
                 "producer_premature", "received", "consumer_settled", "delivered_to")
 
@@ -50,6 +51,8 @@ def check_consumers(value: Any) -> str | None:
     ``condition`` and ``description``; for ``modify``, optional ``delivery_failed``, ``undeliverable_here``
     and ``annotations`` (a table of symbol keys). An empty list means no consumer at all.
     """
+    if value is None:
+        return "required: a list of consumer scripts, e.g. [{ action = \"accept\" }] ([] for no consumer)"
     if not isinstance(value, list):
         return f"expected a list of consumer scripts (tables with 'action'), got {type(value).__name__}"
     for index, entry in enumerate(value, start=1):
