@@ -48,6 +48,8 @@ class Case:
     ``expect`` maps an expectation set ("core", "um-10.11", "router") to the expected observations.
     ``informational`` names observations judged only for brokers whose profile has ``exact-encoding``;
     for other brokers a difference there is reported as INFO. ``requires`` names profile capabilities.
+    ``silent`` maps observations the source does not decide to a note saying so: the row's value there is
+    what the reference does, and a difference is INFO for every broker (the reference included).
     """
 
     id: str
@@ -63,6 +65,7 @@ class Case:
     informational: tuple[str, ...] = ()
     severity: str = "normal"
     file: str = ""
+    silent: dict[str, str] = field(default_factory=dict)
 
     @property
     def expectation_sets(self) -> list[str]:
@@ -137,7 +140,8 @@ def load_table(path: Path) -> list[Case]:
 
 def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenario_name: str, scenario: Any,
               document: str, heading: str, url: str | None) -> Case:
-    known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity"}
+    known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity",
+             "silent"}
     unknown = set(row) - known
     if unknown:
         raise TableError(f"{where}: unknown field(s) {sorted(unknown)} (fields: {', '.join(sorted(known))})")
@@ -170,6 +174,14 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
     for key in informational:
         if key not in scenario.observations:
             raise TableError(f"{where}: field 'informational': {key!r} is not an observation of {scenario_name!r}")
+    silent = row.get("silent", {})
+    if not isinstance(silent, dict):
+        raise TableError(f"{where}: field 'silent': expected a table of observation = \"what the source leaves open\"")
+    for key, note in silent.items():
+        if key not in scenario.observations:
+            raise TableError(f"{where}: field 'silent.{key}': {key!r} is not an observation of {scenario_name!r}")
+        if not isinstance(note, str) or not note.strip():
+            raise TableError(f"{where}: field 'silent.{key}': give a note saying what the source leaves open")
     severity = row.get("severity", "normal")
     if severity not in SEVERITIES:
         raise TableError(f"{where}: field 'severity': {severity!r} is not one of {', '.join(SEVERITIES)}")
@@ -178,6 +190,7 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         scenario=scenario_name, source=Source(document, heading, source_row, url), given=given,
         expect={k: expect[k] for k in EXPECTATION_SETS if k in expect},
         requires=tuple(row.get("requires", ())), informational=informational, severity=severity, file=path.name,
+        silent=dict(silent),
     )
 
 

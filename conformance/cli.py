@@ -78,8 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
                        help="accept only these SASL PLAIN users (repeatable; default: any user, and ANONYMOUS)")
-    serve.add_argument("--expectation-set", default="um-10.11", choices=("um-10.11", "core"),
-                       help="whose rules to follow where they differ (default um-10.11)")
+    serve.add_argument("--expectation-set", default=None, choices=("um-10.11", "core"),
+                       help="whose rules to follow where they differ (default um-10.11; core with --router)")
+    serve.add_argument("--router", action="store_true",
+                       help="router mode (profile reference-router): anycast and multicast addresses by prefix")
+    serve.add_argument("--anycast-prefix", default="anycast.", help="router mode: anycast address prefix")
+    serve.add_argument("--multicast-prefix", default="multicast.", help="router mode: multicast address prefix")
     serve.set_defaults(func=cmd_serve)
 
     report = commands.add_parser("report", help="render reports from run directories (--allure: the Allure report)")
@@ -222,14 +226,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not sep or not name:
             raise Usage(f"--user {name or entry!r}: expected NAME:PASSWORD")
         users[name] = password
-    broker = Broker(users=users)
+    if args.expectation_set is None:  # the router's profile (reference-router) claims core, not um-10.11
+        args.expectation_set = "core" if args.router else "um-10.11"
+    if args.router:
+        from amqp_conformance.peers.reference.router import Router
+
+        broker = Router(users=users, anycast_prefix=args.anycast_prefix, multicast_prefix=args.multicast_prefix)
+    else:
+        broker = Broker(users=users)
     broker.policy = broker.policy_for(args.expectation_set)
     try:
         server = ReferenceServer(broker, host=args.host, port=args.port)
     except OSError as exc:
         raise Usage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; "
                     f"choose another port with --port (0 picks a free one)") from None
-    print(f"reference broker listening on amqp://{server.host}:{server.port} "
+    print(f"reference {'router' if args.router else 'broker'} listening on amqp://{server.host}:{server.port} "
           f"(expectation set {args.expectation_set}; Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()

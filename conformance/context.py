@@ -45,11 +45,18 @@ class CaseContext:
     admin: Any = None  # the broker's BrokerAdmin: provokes what a row's ``given.provocation`` names
     peers: list[ScriptedPeer] = field(default_factory=list)
     node: str = ""
+    anycast_prefix: str = "anycast."  # the profile's router address prefixes (see routed_address)
+    multicast_prefix: str = "multicast."
 
     def __post_init__(self) -> None:
         if not self.node:
             safe = self.case_id.replace("/", ".")
             self.node = f"{self.node_prefix}conformance.{safe}.{uuid.uuid4().hex[:8]}"
+
+    def routed_address(self, kind: str) -> str:
+        """The case's own router address of ``kind`` ("anycast" or "multicast"), under the profile's prefix."""
+        prefix = {"anycast": self.anycast_prefix, "multicast": self.multicast_prefix}[kind]
+        return f"{prefix}{self.node.removeprefix(self.node_prefix)}"
 
     def peer(self, label: str, **options: Any) -> ScriptedPeer:
         """Connect a new scripted peer labelled ``label``; its frames join the case's frame log."""

@@ -19,7 +19,8 @@ TRANSFER_KINDS = ("settled", "unsettled", "partial")
 
 @dataclass(frozen=True)
 class Scenario:
-    """A script and its schema. ``given`` maps each field to its allowed values (a tuple) or type."""
+    """A script and its schema. ``given`` maps each field to its allowed values (a tuple), its type, or a
+    validator function returning why a value is wrong (None when it is right)."""
 
     name: str
     script: Script
@@ -34,6 +35,8 @@ class Scenario:
         allowed = self.given[key]
         if isinstance(allowed, tuple):
             return None if value in allowed else f"{value!r} is not one of {', '.join(map(str, allowed))}"
+        if callable(allowed) and not isinstance(allowed, type):
+            return allowed(value)  # a validator: returns why the value is wrong, or None
         if key == "transfers":
             if not isinstance(value, list) or not value or any(v not in TRANSFER_KINDS for v in value):
                 return f"expected a non-empty list of {', '.join(TRANSFER_KINDS)}"
@@ -121,3 +124,9 @@ SCENARIOS.update({s.name: s for s in (
         observations=("declared", "delivery_tag", "broker_disposition", "discharge", "remaining"),
     ),
 )})
+
+# -- router (issue 5): one producer and several consumers on separate connections, through a router ------
+from . import scripts_router  # noqa: E402  (appended registration; the router scenario lives in its own module)
+
+SCENARIOS["router"] = Scenario("router", scripts_router.run_router, given=scripts_router.GIVEN,
+                               observations=scripts_router.OBSERVATIONS, defaults=scripts_router.DEFAULTS)

@@ -275,7 +275,7 @@ def to_jsonable(value: Any) -> Any:
 def render(value: Any) -> str:
     """Compact readable text for decoded data: ``{settled=True state=accepted}``."""
     if isinstance(value, dict):
-        if "@type" in value:
+        if isinstance(value.get("@type"), str):  # a pattern's "@type" may be an operator: rendered as a dict
             inner = {k: v for k, v in value.items() if k != "@type" and v is not None}
             return value["@type"] + (render(inner) if inner else "")
         return "{" + " ".join(f"{k}={render(v)}" for k, v in value.items()) + "}"

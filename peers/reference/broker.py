@@ -255,6 +255,10 @@ class Broker(UmRules):
             self.on_coordinator_delivery(connection, delivery)
             return
         key = (link.name, delivery_tag(delivery))
+        if delivery.aborted:  # 004 pn_delivery_aborted: discard what arrived, settle; the link stays open
+            connection.refused.discard(key)
+            delivery.settle()
+            return
         if key in connection.refused:
             if not delivery.partial:  # the rest of a delivery already refused: read and forget it
                 link.recv(delivery.pending)

@@ -201,3 +201,7 @@ UM_MUTANTS = tuple(
            IgnoresRollback),
 )
 MUTANTS.update({m.name: m for m in UM_MUTANTS})
+# Router mutants (issue 5) live in their own module; registered here so --reference-mutant finds them.
+from .router_mutants import ROUTER_MUTANTS  # noqa: E402
+
+MUTANTS.update(ROUTER_MUTANTS)

@@ -1,0 +1,289 @@
+"""Router scenario scripts: one producer and several consumers, each on its own connection, through a router.
+
+A row scripts every consumer (``given.consumers``: accept, reject with a condition, release, modify with
+flags and annotations, hold the delivery unsettled, or leave while holding it: detach the link, close the
+connection, drop the socket) and says how the producer sends (pre-settled or not; whole, in two transfer
+frames, or aborted and followed by a whole one). Peers are labelled ``producer``, ``consumer-1``, ...;
+their frames form the case's one time-ordered log (:meth:`CaseContext.frames`). Addresses are built from
+the profile's anycast and multicast prefixes, so the same rows run against any router.
+
+Like every script, these observe and never judge.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from proton import Delivery, Message, Receiver, symbol
+
+from .context import CaseContext, open_session, setup_step
+
+OUTCOME_ACTIONS = {"accept": "accepted", "reject": "rejected", "release": "released", "modify": "modified"}
+LEAVING_ACTIONS = ("detach", "close", "disconnect")
+ACTIONS = (*OUTCOME_ACTIONS, "hold", *LEAVING_ACTIONS)
+ACTION_FIELDS = {"action": str, "condition": str, "description": str, "delivery_failed": bool,
+                 "undeliverable_here": bool, "annotations": dict}
+ONLY_FOR = {"condition": "reject", "description": "reject", "delivery_failed": "modify",
+            "undeliverable_here": "modify", "annotations": "modify"}
+TERMINAL = ("accepted", "rejected", "released", "modified")
+CONSUMER_CREDIT = 5
+
+GIVEN: dict[str, Any] = {
+    "address_kind": ("anycast", "multicast"),
+    "settlement": ("unsettled", "presettled"),
+    "transfer": ("whole", "multi-frame", "aborted"),
+    "consumers": None,  # replaced below by check_consumers (a validator)
+}
+# address_kind and consumers have no default: a row that leaves one out fails loading (None is not allowed)
+DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "address_kind": None, "consumers": None}
+OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "producer_error", "producer_modified",
+                "producer_premature", "received", "consumer_settled", "delivered_to")
+
+
+def check_consumers(value: Any) -> str | None:
+    """Why ``value`` is not a valid ``given.consumers`` list, or None when it is.
+
+    Each entry is a table with ``action`` (one of :data:`ACTIONS`) and, for ``reject``, an optional
+    ``condition`` and ``description``; for ``modify``, optional ``delivery_failed``, ``undeliverable_here``
+    and ``annotations`` (a table of symbol keys). An empty list means no consumer at all.
+    """
+    if value is None:
+        return "required: a list of consumer scripts, e.g. [{ action = \"accept\" }] ([] for no consumer)"
+    if not isinstance(value, list):
+        return f"expected a list of consumer scripts (tables with 'action'), got {type(value).__name__}"
+    for index, entry in enumerate(value, start=1):
+        where = f"consumer {index}"
+        if not isinstance(entry, dict) or "action" not in entry:
+            return f"{where}: expected a table with 'action' (one of {', '.join(ACTIONS)})"
+        if entry["action"] not in ACTIONS:
+            return f"{where}: action {entry['action']!r} is not one of {', '.join(ACTIONS)}"
+        for key, item in entry.items():
+            if key not in ACTION_FIELDS:
+                return f"{where}: unknown field {key!r} (fields: {', '.join(ACTION_FIELDS)})"
+            if not isinstance(item, ACTION_FIELDS[key]):
+                return f"{where}: field {key!r} must be a {ACTION_FIELDS[key].__name__}"
+            if key in ONLY_FOR and entry["action"] != ONLY_FOR[key]:
+                return f"{where}: field {key!r} only goes with action {ONLY_FOR[key]!r}"
+    return None
+
+
+GIVEN["consumers"] = check_consumers
+
+
+@dataclass
+class Received:
+    """A whole message a consumer received: proton's delivery, the body, and whether it arrived settled."""
+
+    delivery: Delivery
+    body: Any
+    settled: bool
+
+
+@dataclass
+class Consumer:
+    """One scripted consumer: its peer, link, script, and the messages it has received (whole ones)."""
+
+    label: str
+    script: dict[str, Any]
+    peer: ScriptedPeer
+    receiver: Receiver
+    received: list[Received] = field(default_factory=list)
+    aborted: int = 0
+
+    def holds(self, body: Any) -> Received | None:
+        """The last received message with this body, if any."""
+        return next((r for r in reversed(self.received) if r.body == body), None)
+
+    def take(self) -> bool:
+        """Read every whole message now on the link (discarding aborted ones); True if anything was read."""
+        took = False
+        while True:
+            current = self.receiver.current
+            if current is None:
+                return took
+            if current.aborted:
+                current.settle()  # discard what arrived (004: the receiver should discard an aborted delivery)
+                self.aborted += 1
+                took = True
+                continue
+            if not current.readable or current.partial:
+                return took
+            data = self.receiver.recv(current.pending)
+            self.receiver.advance()
+            self.received.append(Received(current, _body(data), bool(current.settled)))
+            took = True
+
+
+def _body(data: bytes) -> Any:
+    message = Message()
+    try:
+        message.decode(data)
+    except Exception:  # proton raises its own codec errors; a broken message is an observation
+        return f"(undecodable: {len(data)} bytes)"
+    return message.body
+
+
+def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Consumers attach, then the producer sends; each consumer acts as scripted, in row order. Observes:
+
+    ``producer_credit`` (whether the router let the producer send), ``producer_disposition`` (the first
+    settled or terminal disposition the producer got for its last message, or nothing), with its
+    ``producer_outcome`` (the state's name), ``producer_error`` (a rejection's error) and
+    ``producer_modified`` (a modified state's flags and annotations); ``producer_premature`` (a final
+    disposition seen before a consumer holding the message had acted, with where it was seen);
+    ``received`` (per consumer, the bodies of the whole messages it got), ``consumer_settled`` (per
+    consumer, whether the last message arrived settled; null if it never arrived) and ``delivered_to``
+    (how many consumers got the last message).
+    """
+    address = ctx.routed_address(given["address_kind"])
+    consumers = []
+    for index, script in enumerate(given["consumers"], start=1):
+        label = f"consumer-{index}"
+        peer, session = open_session(ctx, label)
+        receiver, _ = setup_step(f"attach {label}", peer.attach_receiver, session, address, credit=CONSUMER_CREDIT)
+        consumers.append(Consumer(label, script, peer, receiver))
+
+    presettled = given["settlement"] == "presettled"
+    producer, session = open_session(ctx, "producer")
+    sender, _ = setup_step("attach producer", producer.attach_sender, session, address,
+                           snd_settle_mode="settled" if presettled else "unsettled")
+    observed: dict[str, Any] = {"producer_premature": None}
+    try:
+        producer.wait_for_credit(sender, ctx.timeout)
+        observed["producer_credit"] = True
+    except ExpectationFailed:
+        observed["producer_credit"] = False
+    last_id, since, bodies = None, producer.mark(), []
+    if observed["producer_credit"]:
+        last_id, bodies = _send(ctx, producer, sender, given["transfer"], presettled)
+
+    _receive_all(ctx, consumers, len(bodies))
+    last = bodies[-1] if bodies else None
+    holders = [c for c in consumers if c.holds(last) is not None]
+    for consumer in consumers:
+        if consumer not in holders or consumer.script["action"] == "hold" or presettled:
+            continue
+        if observed["producer_premature"] is None and last_id is not None:
+            early = _final_disposition(producer, last_id, since, ctx.quiet)
+            if early is not None:
+                observed["producer_premature"] = {"seen-before": f"{consumer.label} {consumer.script['action']}",
+                                                  **_disposition(early)}
+        _act(ctx, consumer, last)
+
+    final = None
+    if last_id is not None:
+        final = _final_disposition(producer, last_id, since, ctx.wait_for("producer_disposition"))
+    observed["producer_disposition"] = _disposition(final)
+    state = (final.fields.get("state") or {}) if final is not None else {}
+    observed["producer_outcome"] = state.get("@type")
+    observed["producer_error"] = state.get("error")
+    observed["producer_modified"] = {k: state.get(k) for k in ("delivery-failed", "undeliverable-here",
+                                                                "message-annotations")} \
+        if state.get("@type") == "modified" else None
+    observed["received"] = [[r.body for r in c.received] for c in consumers]
+    observed["consumer_settled"] = [c.holds(last).settled if c.holds(last) else None for c in consumers]
+    observed["delivered_to"] = len(holders)
+    return observed
+
+
+def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, presettled: bool) -> tuple[int, list]:
+    """Send the row's message(s); returns the delivery-id of the last one and the bodies consumers may get."""
+    if transfer == "whole":
+        _, frame = setup_step("send m1", producer.send, sender, "m1", settled=presettled)
+        return frame.fields["delivery-id"], ["m1"]
+    encoded = Message(body="m1").encode()
+    half = len(encoded) // 2
+    since = producer.mark()
+    delivery = setup_step("send the first part of m1", producer.send_partial, sender, encoded[:half], b"m1-part")
+    first = producer.find("transfer", since, direction="out", delivery_tag=b"m1-part")
+    if transfer == "multi-frame":
+        producer.pump(timeout=min(ctx.quiet, 0.1))  # let the router see the first frame on its own
+        if presettled:
+            delivery.settle()
+        setup_step("send the rest of m1", producer.finish_partial, sender, encoded[half:])
+        return first.fields["delivery-id"], ["m1"]
+    since = producer.mark()
+    delivery.abort()  # proton sends a transfer with aborted=true for the part already written
+    setup_step("send the abort of m1", producer.expect, "transfer", since, direction="out", aborted=True)
+    _, frame = setup_step("send m2", producer.send, sender, "m2", settled=presettled)
+    return frame.fields["delivery-id"], ["m2"]
+
+
+def _receive_all(ctx: CaseContext, consumers: list[Consumer], sent: int) -> None:
+    """Let every consumer take what the router sends: until each has what the row expects (then the quiet
+    time more, to catch extras), or the time-out when the row expects something not yet arrived."""
+    if not consumers:
+        return
+    expected = ctx.expected.get("received")
+    wanted = [len(e) if isinstance(e, list) else None for e in expected] if isinstance(expected, list) else None
+    wants_any = sent > 0 and (wanted is None or any(wanted)) and ctx.expected.get("delivered_to") != 0
+    deadline = time.monotonic() + (ctx.timeout if wants_any else ctx.quiet)
+    satisfied_at = None
+    while time.monotonic() < deadline:
+        for consumer in consumers:
+            consumer.peer.pump(lambda c=consumer: c.take(), timeout=0.02)
+        if satisfied_at is None and _satisfied(consumers, wanted, ctx.expected.get("delivered_to")):
+            satisfied_at = time.monotonic()
+            deadline = min(deadline, satisfied_at + ctx.quiet)
+
+
+def _satisfied(consumers: list[Consumer], wanted: list | None, delivered_to: Any) -> bool:
+    if wanted is not None and len(wanted) == len(consumers):
+        return all(w is None or len(c.received) >= w for c, w in zip(consumers, wanted, strict=True))
+    if isinstance(delivered_to, int):
+        return sum(1 for c in consumers if c.received) >= delivered_to
+    return all(c.received for c in consumers)  # the row names neither: every consumer got something
+
+
+def _act(ctx: CaseContext, consumer: Consumer, last: Any) -> None:
+    """Do what the consumer's script says with the last message it received."""
+    script = consumer.script
+    action = script["action"]
+    delivery = consumer.holds(last).delivery
+    if action in OUTCOME_ACTIONS:
+        local = delivery.local
+        if action == "modify":
+            local.failed = script.get("delivery_failed", False)
+            local.undeliverable = script.get("undeliverable_here", False)
+            if script.get("annotations"):
+                local.annotations = {symbol(k): v for k, v in script["annotations"].items()}
+        condition = (script["condition"], script.get("description")) if "condition" in script else None
+        consumer.peer.dispose(delivery, OUTCOME_ACTIONS[action], settle=True, condition=condition)
+        consumer.peer.pump(timeout=0)
+    elif action == "detach":
+        since = consumer.peer.mark()
+        consumer.receiver.close()
+        setup_step(f"{consumer.label} detach", consumer.peer.expect, "detach", since)
+    elif action == "close":
+        consumer.peer.close()
+    elif action == "disconnect":
+        consumer.peer.close(graceful=False)
+
+
+def _final_disposition(peer: ScriptedPeer, delivery_id: int, since: int, timeout: float) -> Frame | None:
+    """The first disposition from the router after ``since`` covering ``delivery_id`` that settles it or
+    carries a terminal state (waiting up to ``timeout``); None if none arrives."""
+    def final() -> Frame | None:
+        for frame in peer.frames[since:]:
+            fields = frame.fields
+            if frame.direction != "in" or frame.performative != "disposition" or fields.get("role") != "receiver":
+                continue
+            first = fields.get("first")
+            last = fields.get("last") if fields.get("last") is not None else first
+            state = (fields.get("state") or {}).get("@type")
+            if isinstance(first, int) and first <= delivery_id <= last and (fields.get("settled") or state in TERMINAL):
+                return frame
+        return None
+
+    peer.pump(lambda: final() is not None, timeout)
+    return final()
+
+
+def _disposition(frame: Frame | None) -> dict | None:
+    if frame is None:
+        return None
+    return {key: frame.fields.get(key) for key in ("role", "settled", "state")}
