@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
+from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.reports.records import new_run_id, read_results
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (Usage, UsageProblem, TableError) as exc:
+    except (Usage, UsageProblem, TableError, SelftestUsage) as exc:
         print(f"amqp-conformance: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -66,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--expectation-set", default="um-10.11", choices=("um-10.11", "core"),
                        help="whose rules to follow where they differ (default um-10.11)")
     serve.set_defaults(func=cmd_serve)
+
+    from amqp_conformance.conformance import selftest
+
+    selftest.add_parser(commands)
     return parser
 
 
