@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
+from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.reports.records import new_run_id, read_results
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="amqp-results", help="output directory (default: ./amqp-results)")
     run.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an expected frame (2)")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
+    run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                     help="time budget of the whole run; then remaining cases are ERROR (default: from case count)")
+    run.add_argument("--repeat", type=int, default=1, metavar="N",
+                     help="run the selected cases N times and report any case whose verdict varies (exit 1)")
     run.set_defaults(func=cmd_run)
 
     cases = commands.add_parser("cases", help="list the case catalogue")
@@ -78,6 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``run``: check the broker choice, run pytest on the catalogue, print the summary."""
     import pytest
 
+    if args.repeat < 1:
+        raise Usage("--repeat must be at least 1")
     choice = resolve(args.broker, args.url, args.profile)
     if choice.url is not None:
         from amqp_conformance.fixtures.brokers import check_reachable
@@ -101,15 +108,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         pytest_args += ["--broker-profile", args.profile]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
-    code = pytest.main(pytest_args)
-    results = [r for r in read_results(out) if r.get("run_id") == run_id]
+    if args.budget is not None:
+        pytest_args += ["--run-budget", str(args.budget)]
+    run_ids = repeat_run_ids(run_id, args.repeat)
+    for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
+        pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
+        code = pytest.main(pytest_args)
+    results = [r for r in read_results(out) if r.get("run_id") in run_ids]
     if code == pytest.ExitCode.NO_TESTS_COLLECTED or (code == 0 and not results):
         raise Usage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''} for broker "
                     f"{choice.name!r}; list the cases with 'amqp-conformance cases'")
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and not results:
         return 2
     print_summary(results, out)
-    blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results)
+    flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
+    blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results) or bool(flaky)
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
