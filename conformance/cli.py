@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="amqp-results", help="output directory (default: ./amqp-results)")
     run.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an expected frame (2)")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
+    run.add_argument("--ca", help="amqps: PEM file of the CA(s) to verify the broker's certificate by")
+    run.add_argument("--cert", help="amqps: PEM client certificate to present (SASL EXTERNAL)")
+    run.add_argument("--key", help="amqps: PEM private key of --cert (if not in the same file)")
     run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                      help="time budget of the whole run; then remaining cases are ERROR (default: from case count)")
     run.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -69,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
                        help="accept only these SASL PLAIN users (repeatable; default: any user, and ANONYMOUS)")
+    serve.add_argument("--tls-cert", help="serve amqps: PEM server certificate")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert (if not in the same file)")
+    serve.add_argument("--tls-ca", help="PEM CA(s) to verify client certificates by (enables SASL EXTERNAL)")
     serve.add_argument("--expectation-set", default="um-10.11", choices=("um-10.11", "core"),
                        help="whose rules to follow where they differ (default um-10.11)")
     serve.set_defaults(func=cmd_serve)
@@ -110,6 +116,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         pytest_args += ["-k", args.keyword]
     if args.budget is not None:
         pytest_args += ["--run-budget", str(args.budget)]
+    for option in ("ca", "cert", "key"):
+        value = getattr(args, option)
+        if value is not None:
+            if choice.url is None or choice.url.scheme != "amqps":
+                raise Usage(f"--{option} is for a broker at an amqps:// URL: give --url amqps://HOST:PORT")
+            if not Path(value).is_file():
+                raise Usage(f"--{option} {value}: no such file")
+            pytest_args += [f"--{option}", value]
     run_ids = repeat_run_ids(run_id, args.repeat)
     for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
         pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
@@ -170,12 +184,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         users[name] = password
     broker = Broker(users=users)
     broker.policy = broker.policy_for(args.expectation_set)
+    tls = None
+    if args.tls_cert or args.tls_key or args.tls_ca:
+        from amqp_conformance.peers.tls import TlsFiles, TlsSetupError, server_context
+
+        try:
+            tls = server_context(TlsFiles(args.tls_ca, args.tls_cert, args.tls_key))
+        except TlsSetupError as exc:
+            raise Usage(str(exc)) from None
     try:
-        server = ReferenceServer(broker, host=args.host, port=args.port)
+        server = ReferenceServer(broker, host=args.host, port=args.port, tls=tls)
     except OSError as exc:
         raise Usage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; "
                     f"choose another port with --port (0 picks a free one)") from None
-    print(f"reference broker listening on amqp://{server.host}:{server.port} "
+    print(f"reference broker listening on {'amqps' if tls else 'amqp'}://{server.host}:{server.port} "
           f"(expectation set {args.expectation_set}; Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()
