@@ -96,6 +96,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         from amqp_conformance.fixtures.brokers import check_reachable
 
         check_reachable(choice.url)
+    tls_args = []
+    for option in ("ca", "cert", "key"):
+        value = getattr(args, option)
+        if value is not None:
+            if choice.url is None or choice.url.scheme != "amqps":
+                raise Usage(f"--{option} is for a broker at an amqps:// URL: give --url amqps://HOST:PORT")
+            if not Path(value).is_file():
+                raise Usage(f"--{option} {value}: no such file")
+            tls_args += [f"--{option}", value]
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -116,14 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         pytest_args += ["-k", args.keyword]
     if args.budget is not None:
         pytest_args += ["--run-budget", str(args.budget)]
-    for option in ("ca", "cert", "key"):
-        value = getattr(args, option)
-        if value is not None:
-            if choice.url is None or choice.url.scheme != "amqps":
-                raise Usage(f"--{option} is for a broker at an amqps:// URL: give --url amqps://HOST:PORT")
-            if not Path(value).is_file():
-                raise Usage(f"--{option} {value}: no such file")
-            pytest_args += [f"--{option}", value]
+    pytest_args += tls_args
     run_ids = repeat_run_ids(run_id, args.repeat)
     for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
         pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
