@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
+from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
+from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.reports.records import new_run_id, read_results
 
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (Usage, UsageProblem, TableError) as exc:
+    except (Usage, UsageProblem, TableError, SelftestUsage) as exc:
         print(f"amqp-conformance: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -67,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
     run.add_argument("--strict", action="store_true",
                      help="exit 1 also when a deviation the profile declares no longer occurs (stale)")
+    run.add_argument("--ca", help="amqps: PEM file of the CA(s) to verify the broker's certificate by")
+    run.add_argument("--cert", help="amqps: PEM client certificate to present (SASL EXTERNAL)")
+    run.add_argument("--key", help="amqps: PEM private key of --cert (if not in the same file)")
+    run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                     help="time budget of the whole run; then remaining cases are ERROR (default: from case count)")
+    run.add_argument("--repeat", type=int, default=1, metavar="N",
+                     help="run the selected cases N times and report any case whose verdict varies (exit 1)")
     run.set_defaults(func=cmd_run)
 
     cases = commands.add_parser("cases", help="list the case catalogue")
@@ -78,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
                        help="accept only these SASL PLAIN users (repeatable; default: any user, and ANONYMOUS)")
+    serve.add_argument("--tls-cert", help="serve amqps: PEM server certificate")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert (if not in the same file)")
+    serve.add_argument("--tls-ca", help="PEM CA(s) to verify client certificates by (enables SASL EXTERNAL)")
     serve.add_argument("--expectation-set", default=None, choices=("um-10.11", "core"),
                        help="whose rules to follow where they differ (default um-10.11; core with --router)")
     serve.add_argument("--router", action="store_true",
@@ -95,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "start here")
     brokers.add_argument("--format", choices=("text", "json"), default="text")
     brokers.set_defaults(func=cmd_brokers)
+
+    from amqp_conformance.conformance import selftest
+
+    selftest.add_parser(commands)
     return parser
 
 
@@ -102,6 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``run``: check the broker choice, run pytest on the catalogue, print the summary."""
     import pytest
 
+    if args.repeat < 1:
+        raise Usage("--repeat must be at least 1")
     choice = resolve(args.broker, args.url, args.profile)
     if choice.url is not None:
         from amqp_conformance.fixtures.brokers import check_reachable
@@ -109,6 +127,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_reachable(choice.url)
     if choice.spec is not None and not any(launcher.available()[0] for launcher in choice.spec.launchers):
         choice.start()  # no launcher can start it: raises UsageProblem naming each one's reason
+    tls_args = []
+    for option in ("ca", "cert", "key"):
+        value = getattr(args, option)
+        if value is not None:
+            if choice.url is None or choice.url.scheme != "amqps":
+                raise Usage(f"--{option} is for a broker at an amqps:// URL: give --url amqps://HOST:PORT")
+            if not Path(value).is_file():
+                raise Usage(f"--{option} {value}: no such file")
+            tls_args += [f"--{option}", value]
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -132,22 +159,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         pytest_args += ["--broker-profile", args.profile]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
-    code = pytest.main(pytest_args)
-    results = [r for r in read_results(out) if r.get("run_id") == run_id]
+    if args.budget is not None:
+        pytest_args += ["--run-budget", str(args.budget)]
+    pytest_args += tls_args
+    run_ids = repeat_run_ids(run_id, args.repeat)
+    for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
+        pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
+        code = pytest.main(pytest_args)
+    results = [r for r in read_results(out) if r.get("run_id") in run_ids]
     if code == pytest.ExitCode.NO_TESTS_COLLECTED or (code == 0 and not results):
         raise Usage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''} for broker "
                     f"{choice.name!r}; list the cases with 'amqp-conformance cases'")
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and not results:
         return 2
     print_summary(results, out)
-    blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results)
     from amqp_conformance.fixtures.broker_status import stale_deviations
 
     stale = stale_deviations(results)
-    for record in stale:
-        print(f"  STALE       {record['case_id']} [{record['expectation_set']}] the profile declares a deviation "
-              f"that no longer occurs: remove it from the profile{' (--strict: exit 1)' if args.strict else ''}")
-    blocking = blocking or (args.strict and bool(stale))
+    if stale and args.strict:
+        print(f"--strict: {len(stale)} declared deviation(s) no longer occur: remove them from the profile")
+    flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
+    blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results) or bool(flaky) or (args.strict and bool(stale))
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
@@ -235,12 +267,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         broker = Broker(users=users)
     broker.policy = broker.policy_for(args.expectation_set)
+    tls = None
+    if args.tls_cert or args.tls_key or args.tls_ca:
+        from amqp_conformance.peers.tls import TlsFiles, TlsSetupError, server_context
+
+        try:
+            tls = server_context(TlsFiles(args.tls_ca, args.tls_cert, args.tls_key))
+        except TlsSetupError as exc:
+            raise Usage(str(exc)) from None
     try:
-        server = ReferenceServer(broker, host=args.host, port=args.port)
+        server = ReferenceServer(broker, host=args.host, port=args.port, tls=tls)
     except OSError as exc:
         raise Usage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; "
                     f"choose another port with --port (0 picks a free one)") from None
-    print(f"reference {'router' if args.router else 'broker'} listening on amqp://{server.host}:{server.port} "
+    print(f"reference {'router' if args.router else 'broker'} listening on "
+          f"{'amqps' if tls else 'amqp'}://{server.host}:{server.port} "
           f"(expectation set {args.expectation_set}; Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()

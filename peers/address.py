@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
+
+from .tls import TlsFiles
 
 SCHEMES = {"amqp": 5672, "amqps": 5671}
 
@@ -22,6 +24,7 @@ class BrokerAddress:
     user: str | None = None
     password: str | None = None
     vhost: str | None = None
+    tls: TlsFiles = field(default_factory=TlsFiles)  # amqps: CA to verify the broker by, client cert and key
 
     @property
     def url(self) -> str:

@@ -76,6 +76,9 @@ class CapturingEngine:
         except FramingError as exc:
             if splitter is self._inbound:
                 self.framing_error = exc
+                # the offending bytes join the frame log, so the evidence shows what the broker sent
+                self.capture(Frame("in", 0, -1, "framing-error", {"error": str(exc).split(" (offending")[0]},
+                                   b"", exc.offending))
 
     def receive_data(self, data: bytes) -> None:
         """Give bytes read from the network to the capture, then to proton (as much as it can take)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import select
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from .address import BrokerAddress
 from .engine import CapturingEngine, delivery_tag
 from .frames import Frame, FrameSplitter, FramingError, frames_text, render
 from .matching import mismatches
+from .tls import TlsSetupError, client_context
 
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
@@ -101,7 +103,8 @@ class ScriptedPeer:
         self._sock: socket.socket | None = None
         self._eof = False
         self._raw_out = 0
-        mechanisms = sasl_mechanisms or ("PLAIN" if address.user is not None else "ANONYMOUS")
+        mechanisms = sasl_mechanisms or ("PLAIN" if address.user is not None else
+                                         "EXTERNAL ANONYMOUS" if address.tls.cert else "ANONYMOUS")
         sasl = SASL(self.engine.transport)
         sasl.allowed_mechs(mechanisms)
         sasl.allow_insecure_mechs = True
@@ -119,6 +122,12 @@ class ScriptedPeer:
             peer._sock = socket.create_connection((address.host, address.port), timeout=peer.timeout)
         except OSError as exc:
             raise BrokerUnreachable(f"cannot connect to {address.url}: {exc.strerror or exc}") from None
+        if address.scheme == "amqps":  # TLS below proton: the capture still sees plaintext frames
+            try:
+                peer._sock = client_context(address.tls).wrap_socket(peer._sock, server_hostname=address.host)
+            except (OSError, TlsSetupError) as exc:
+                peer._sock.close()
+                raise BrokerUnreachable(f"TLS with {address.url} failed: {exc}") from None
         peer._sock.setblocking(False)
         peer._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer.engine.bind()
@@ -173,7 +182,9 @@ class ScriptedPeer:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
-            readable, _, _ = select.select([self._sock], [], [], min(remaining, 0.05))
+            pending = getattr(self._sock, "pending", None)  # TLS: decrypted bytes already buffered
+            readable = (pending is not None and pending() > 0) or \
+                select.select([self._sock], [], [], min(remaining, 0.05))[0]
             if readable:
                 self._read()
             self.engine.tick(time.monotonic())
@@ -191,7 +202,7 @@ class ScriptedPeer:
             try:
                 sent = self._sock.send(view)
                 view = view[sent:]
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 if time.monotonic() > deadline:
                     raise PeerError("the broker stopped reading: a write did not complete in time") from None
                 select.select([], [self._sock], [], 0.05)
@@ -203,7 +214,7 @@ class ScriptedPeer:
         assert self._sock is not None
         try:
             data = self._sock.recv(READ_SIZE)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as exc:
             data = b""

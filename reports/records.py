@@ -12,7 +12,7 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from amqp_conformance.peers.frames import Frame, to_jsonable
 
@@ -42,12 +42,14 @@ class RunRecorder:
         self.out_dir = out_dir
         self.results: list[dict[str, Any]] = []
         self.counts: Counter[str] = Counter()
-        self._results_file: TextIO | None = None
-        self._frames_file: TextIO | None = None
+        self._results_file: BinaryIO | None = None
+        self._frames_file: BinaryIO | None = None
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-            self._results_file = (out_dir / RESULTS_FILE).open("a", encoding="utf-8")
-            self._frames_file = (out_dir / FRAMES_FILE).open("a", encoding="utf-8")
+            # unbuffered appends: each case's lines go out in one write(2) on an O_APPEND file, so several
+            # processes (pytest-xdist workers) can share the files without interleaving inside a line
+            self._results_file = (out_dir / RESULTS_FILE).open("ab", buffering=0)
+            self._frames_file = (out_dir / FRAMES_FILE).open("ab", buffering=0)
 
     def record(self, result: dict[str, Any], frames: list[tuple[str, Frame]]) -> dict[str, Any]:
         """Write one case's result record and its frames; returns the record as written."""
@@ -55,12 +57,10 @@ class RunRecorder:
         self.results.append(record)
         self.counts[record["verdict"]] += 1
         if self._results_file is not None and self._frames_file is not None:
-            self._results_file.write(json.dumps(record) + "\n")
-            self._results_file.flush()
-            for seq, (party, frame) in enumerate(frames):
-                line = frame_record(self.run_id, record["case_id"], record["expectation_set"], seq, party, frame)
-                self._frames_file.write(json.dumps(line) + "\n")
-            self._frames_file.flush()
+            lines = [json.dumps(frame_record(self.run_id, record["case_id"], record["expectation_set"], seq, party,
+                                             frame)) + "\n" for seq, (party, frame) in enumerate(frames)]
+            _append(self._frames_file, "".join(lines).encode("utf-8"))
+            _append(self._results_file, (json.dumps(record) + "\n").encode("utf-8"))
         return record
 
     def close(self) -> None:
@@ -68,6 +68,14 @@ class RunRecorder:
         for handle in (self._results_file, self._frames_file):
             if handle is not None:
                 handle.close()
+
+
+def _append(handle: BinaryIO, data: bytes) -> None:
+    """Append ``data`` with as few write(2) calls as the OS allows (one, for a regular local file)."""
+    view = memoryview(data)
+    while view:
+        written = handle.write(view)
+        view = view[written or 0:]
 
 
 def read_results(run_dir: Path) -> list[dict[str, Any]]:

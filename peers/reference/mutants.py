@@ -6,11 +6,14 @@ mutant, and the project's own tests assert which cases fail. Each mutant names t
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from proton import Condition, Link
+from proton import Condition, Data, Delivery, Described, Link, symbol, ulong
 
-from .broker import Broker, Policy
+from ..frames import Frame, FrameSplitter, encode_frame
+from .broker import Broker, BrokerConnection, Policy
 from .store import Node, StoredMessage
 
 
@@ -22,6 +25,7 @@ class Mutant:
     description: str
     breaks: str
     broker: type[Broker]
+    broker_name: str = "reference"  # the registered broker this mutant replaces (a router mode names its own)
 
 
 class SettlesBeforeAccept(Broker):
@@ -86,7 +90,6 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
 
 # -- UM 10.11 rejections, link fate and transactions (um_rules.py) -------------------------------------------
 
-from proton import Delivery  # noqa: E402
 
 from .faults import is_fatal  # noqa: E402
 
@@ -205,3 +208,189 @@ MUTANTS.update({m.name: m for m in UM_MUTANTS})
 from .router_mutants import ROUTER_MUTANTS  # noqa: E402
 
 MUTANTS.update(ROUTER_MUTANTS)
+# -- mutants added for the self-test (issue 9); each still breaks one guarantee -------------------------------
+
+
+class AnswersStatelessWithReleased(Broker):
+    """Applies released, not the source's default outcome, to a disposition with no state."""
+
+    def default_outcome(self) -> int:
+        return Delivery.RELEASED
+
+
+class RejectsPartialUnderCore(Broker):
+    """Rejects multi-frame deliveries whatever the expectation set (core requires accepting them)."""
+
+    def policy_for(self, expectation_set: str) -> Policy:
+        return Policy(partial_delivery="reject")
+
+
+class PresettlesUnderSecond(Broker):
+    """Settles outgoing deliveries when sending on links whose receiver asked for settle mode SECOND."""
+
+    def presettles(self, link: Link) -> bool:
+        return link.rcv_settle_mode == Link.RCV_SECOND or super().presettles(link)
+
+
+class DashedDeliveryTags(Broker):
+    """Tags deliveries `<store-uid>-<eid>`: the right parts, the wrong separator."""
+
+    def delivery_tag(self, node: Node, message: StoredMessage) -> bytes:
+        return f"{node.store_uid}-{message.eid}".encode()
+
+
+class RewritingConnection(BrokerConnection):
+    """A connection whose outgoing AMQP frames pass through ``rewrite`` before they reach the socket.
+
+    The broker's own engine (and so its state) is untouched: only the bytes the client sees change.
+    """
+
+    def __init__(self, broker: Broker, peer_name: str, rewrite: Callable[[Frame], bytes]) -> None:
+        super().__init__(broker, peer_name)
+        self._rewrite = rewrite
+        self._splitter = FrameSplitter("out")
+
+    def data_to_send(self) -> bytes:
+        data = super().data_to_send()
+        if not data:
+            return data
+        return b"".join(self._rewrite(frame) for frame in self._splitter.feed(data))
+
+
+class RewritingBroker(Broker):
+    """Base of the mutants that change frames on the wire; subclasses implement :meth:`rewrite`."""
+
+    def accept(self, peer_name: str) -> BrokerConnection:
+        connection = RewritingConnection(self, peer_name, self.rewrite)
+        self.connections.append(connection)
+        return connection
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """The bytes to send in place of ``frame`` (its own bytes by default)."""
+        return frame.raw
+
+
+def _performative(frame: Frame) -> tuple[Described, bytes]:
+    """The frame's performative as proton decodes it, and the bytes after it (the payload)."""
+    body = frame.raw[frame.raw[4] * 4:]
+    data = Data()
+    consumed = data.decode(body)
+    data.rewind()
+    data.next()
+    return data.get_object(), body[consumed:]
+
+
+def _reframe(frame: Frame, performative: Described | bytes, payload: bytes = b"") -> bytes:
+    return encode_frame(performative, channel=frame.channel, frame_type=frame.frame_type, payload=payload)
+
+
+def _with_field(frame: Frame, index: int, value: object) -> bytes:
+    """The frame re-encoded by proton with field ``index`` of its performative list set to ``value``."""
+    performative, payload = _performative(frame)
+    values = list(performative.value)
+    values += [None] * (index + 1 - len(values))
+    values[index] = value
+    return _reframe(frame, Described(performative.descriptor, values), payload)
+
+
+DISPOSITION_SETTLED = 3  # field index of disposition.settled
+DISPOSITION_STATE = 4
+
+
+class InternalErrorForPartial(RewritingBroker):
+    """Rejects a multi-frame delivery with ``amqp:internal-error`` where ``amqp:not-implemented`` is due."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        state = frame.fields.get("state") if frame.performative == "disposition" else None
+        error = state.get("error") if isinstance(state, dict) and state.get("@type") == "rejected" else None
+        if not isinstance(error, dict) or error.get("condition") != "amqp:not-implemented":
+            return frame.raw
+        condition = Described(ulong(0x1d), [symbol("amqp:internal-error"), error.get("description")])
+        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x25), [condition]))
+
+
+class IgnoresNullTransformer(Broker):
+    """Stores and accepts a message whose node's transformer returned null (the failure goes unnoticed)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.failing_transforms = _Forgetful()
+
+
+class _Forgetful(set):
+    """A set that keeps nothing: a provoked transformer failure is forgotten at once."""
+
+    def add(self, element: object) -> None:
+        return None
+
+
+class List32Disposition(RewritingBroker):
+    """Sends every disposition's field list as a list32 (0xd0) where proton chose list8 (0xc0)."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        body = frame.raw[frame.raw[4] * 4:]
+        if frame.performative != "disposition" or body[3:4] != b"\xc0":
+            return frame.raw
+        size, count, rest = body[4], body[5], body[6:]
+        del size  # list8: size and count are one byte each; list32 widens both to four
+        widened = body[:3] + b"\xd0" + struct.pack(">II", len(rest) + 4, count) + rest
+        return _reframe(frame, widened)
+
+
+class SmalluintDispositionFirst(RewritingBroker):
+    """Encodes a disposition's ``first`` of 0 as smalluint (0x52 0x00) where the seed has uint0 (0x43)."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        body = frame.raw[frame.raw[4] * 4:]
+        if frame.performative != "disposition" or body[3:4] != b"\xc0" or body[7:8] != b"\x43":
+            return frame.raw
+        widened = body[:3] + b"\xc0" + bytes([body[4] + 1, body[5]]) + body[6:7] + b"\x52\x00" + body[8:]
+        return _reframe(frame, widened)
+
+
+class LeavesConsumerAnswerUnsettled(RewritingBroker):
+    """Answers a subscriber's disposition with the right outcome but settled=false."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "disposition" or frame.fields.get("role") != "sender":
+            return frame.raw
+        return _with_field(frame, DISPOSITION_SETTLED, False)
+
+
+class LeavesPublishAnswerUnsettled(RewritingBroker):
+    """Answers a publisher's transfer with the right outcome but settled=false."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "disposition" or frame.fields.get("role") != "receiver":
+            return frame.raw
+        return _with_field(frame, DISPOSITION_SETTLED, False)
+
+
+MUTANTS.update({m.name: m for m in (
+    Mutant("answers-stateless-with-released", "applies released, not accepted, to a disposition with no state",
+           "000 Accepted: Subscription Mapping row 1 (the source's default outcome, accepted, and settled)",
+           AnswersStatelessWithReleased),
+    Mutant("rejects-partial-under-core", "rejects multi-frame deliveries under core too",
+           "AMQP 1.0 2.6.14 via 000 Accepted: Publishing Mapping row 1 under core (a whole multi-frame "
+           "delivery is accepted)", RejectsPartialUnderCore),
+    Mutant("presettles-under-second", "settles outgoing deliveries when sending on rcv-settle-mode SECOND links",
+           "000 Accepted: Subscription Mapping rows 6, 7 (SECOND: the broker settles after the subscriber's "
+           "accepted)", PresettlesUnderSecond),
+    Mutant("uid-dash-eid-delivery-tags", "tags deliveries '<store-uid>-<eid>' instead of '<store-uid>:<eid>'",
+           "000 Accepted: Subscription Mapping rows 5 and 7 (tag form <store-uid>:<eid>)", DashedDeliveryTags),
+    Mutant("internal-error-for-partial", "rejects a multi-frame delivery with amqp:internal-error",
+           "000 Accepted: Publishing Mapping row 1 (amqp:not-implemented)", InternalErrorForPartial),
+    Mutant("ignores-null-transformer", "stores and accepts a message its transformer turned to null",
+           "000 Accepted: Publishing Mapping row 2 (rejected, amqp:precondition-failed, nothing stored)",
+           IgnoresNullTransformer),
+    Mutant("list32-disposition", "encodes a disposition's fields as list32",
+           "002 the disposition byte walk-through (list8, 0xc0, of 9 bytes)", List32Disposition),
+    Mutant("smalluint-disposition-first", "encodes a disposition's first=0 as smalluint",
+           "002 the disposition byte walk-through (first 0 as uint0, 0x43)", SmalluintDispositionFirst),
+    Mutant("unsettled-consumer-answer", "answers a subscriber's accepted without settling",
+           "000 Accepted: Subscription Mapping rows 1, 3-7 (accepted and settled by the broker)",
+           LeavesConsumerAnswerUnsettled),
+    Mutant("unsettled-publish-answer", "answers a publisher's transfer without settling",
+           "000 Accepted: Publishing Mapping rows 4, 5 (accepted and settled); 002 (settled true)",
+           LeavesPublishAnswerUnsettled),
+)})

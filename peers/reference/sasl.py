@@ -47,6 +47,7 @@ class SaslServer:
 
     def __init__(self, users: dict[str, str] | None = None) -> None:
         self.users = dict(users or {})
+        self.external_user: str | None = None  # set by the TLS layer from a verified client certificate
         self.done = False
         self.user: str | None = None
         self._header_seen = False
@@ -55,8 +56,10 @@ class SaslServer:
 
     @property
     def mechanisms(self) -> list[str]:
-        """The mechanisms offered: PLAIN always, ANONYMOUS only when no users are configured."""
-        return ["PLAIN"] if self.users else ["ANONYMOUS", "PLAIN"]
+        """The mechanisms offered: PLAIN always, ANONYMOUS only when no users are configured, EXTERNAL first
+        when TLS verified a client certificate."""
+        external = ["EXTERNAL"] if self.external_user else []
+        return external + (["PLAIN"] if self.users else ["ANONYMOUS", "PLAIN"])
 
     def receive_data(self, data: bytes) -> SaslResult:
         """Consume bytes from the client; return what to write, what was captured and what to pass on."""
@@ -116,6 +119,12 @@ class SaslServer:
             return False
         if mechanism == "ANONYMOUS":
             self.user = "anonymous"
+            return True
+        if mechanism == "EXTERNAL":  # the identity is the certificate's; an authzid, if any, must be it
+            authzid = (frame.fields.get("initial-response") or b"").decode("utf-8", "replace")
+            if authzid and authzid != self.external_user:
+                return False
+            self.user = self.external_user
             return True
         response = frame.fields.get("initial-response") or b""
         parts = response.split(b"\x00")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 import threading
 import time
 
+from ..tls import TlsServerConnection
 from .broker import Broker, BrokerConnection
 
 READ_SIZE = 65536
@@ -20,8 +22,10 @@ READ_SIZE = 65536
 class ReferenceServer:
     """Listens on ``host:port`` (port 0 picks a free one; see :attr:`port`) and serves ``broker``."""
 
-    def __init__(self, broker: Broker | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, broker: Broker | None = None, host: str = "127.0.0.1", port: int = 0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.broker = broker or Broker()
+        self.tls = tls  # amqps: every accepted connection runs TLS first (peers/tls.py)
         self._listener = socket.create_server((host, port), reuse_port=False)
         self._listener.setblocking(False)
         self.host, self.port = self._listener.getsockname()[:2]
@@ -49,6 +53,10 @@ class ReferenceServer:
             self._thread.join(timeout)
             self._thread = None
 
+    def alive(self) -> bool:
+        """True while the loop started by :meth:`start` runs (False once it stopped or died)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wake(self) -> None:
         """Make the loop run once (after an admin change from another thread)."""
         try:
@@ -66,6 +74,8 @@ class ReferenceServer:
                 with self.broker.lock:
                     self.broker.dispatch()
                     self._flush_all(time.monotonic())
+        except SystemExit:  # a fault variant (faults.py) ending the loop as a crash would: the thread just ends
+            pass
         finally:
             self._close_all()
 
@@ -83,7 +93,8 @@ class ReferenceServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._connections[sock] = self.broker.accept(f"{peer[0]}:{peer[1]}")
+            connection = self.broker.accept(f"{peer[0]}:{peer[1]}")
+            self._connections[sock] = TlsServerConnection(connection, self.tls) if self.tls else connection
             self._pending[sock] = bytearray()
             self._selector.register(sock, selectors.EVENT_READ, "conn")
             return
@@ -126,7 +137,7 @@ class ReferenceServer:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if out else 0)
             self._selector.modify(sock, events, "conn")
             if connection.done and not out:
-                self.broker.forget(connection)
+                self.broker.forget(getattr(connection, "inner", connection))
                 self._drop(sock)
 
     def _drop(self, sock: socket.socket) -> None:

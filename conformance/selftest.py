@@ -1,0 +1,161 @@
+"""``amqp-conformance selftest``: the suite proves it catches what it claims to catch.
+
+The catalogue runs once against the healthy reference broker (the baseline: nothing may FAIL, else the
+self-test means nothing) and once against each mutant in
+:data:`amqp_conformance.peers.reference.mutants.MUTANTS`, each a broker that breaks one documented
+guarantee. A mutant is *caught* when at least one case FAILs against it; it *survives* otherwise. Each run
+is its own pytest subprocess (a mutant cannot leak state into the next), ``--jobs`` of them at a time.
+
+Exit codes: 0 every mutant caught and a clean baseline; 1 a mutant survived or the baseline FAILed or
+ERRORed; 2 usage (unknown mutant, nothing selected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amqp_conformance.peers.reference.mutants import MUTANTS, Mutant
+from amqp_conformance.reports.records import read_results
+
+CONFORMANCE_DIR = Path(__file__).parent
+BASELINE = "(baseline)"
+
+
+class SelftestUsage(Exception):
+    """A usage problem: printed as one line, exit 2."""
+
+
+@dataclass
+class MutantRun:
+    """One catalogue run: against a mutant (or the baseline), what FAILed, what ERRORed, how it ended."""
+
+    name: str
+    description: str
+    broker_name: str = "reference"
+    caught_by: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    cases: int = 0
+    exit_code: int = 0
+    seconds: float = 0.0
+    output: str = ""
+
+    @property
+    def caught(self) -> bool:
+        """True when at least one case FAILed: the suite noticed the broken guarantee."""
+        return bool(self.caught_by)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``selftest`` on the CLI's sub-command parser."""
+    parser = commands.add_parser("selftest", help="run the catalogue against each mutant of the reference broker")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only cases matching this pytest -k expression")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run in parallel (cores)")
+    parser.add_argument("--mutant", action="append", default=[], metavar="NAME",
+                        help="only this mutant (repeatable; default: every registered mutant)")
+    parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an expected frame (2)")
+    parser.add_argument("--out", default=None, help="keep each run's records here (default: a temporary dir)")
+    parser.set_defaults(func=cmd_selftest)
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    """Run the baseline and every selected mutant; print the table (or JSON); 0 only if all are caught."""
+    unknown = [name for name in args.mutant if name not in MUTANTS]
+    if unknown:
+        raise SelftestUsage(f"unknown mutant {unknown[0]!r}; known: {', '.join(sorted(MUTANTS))}")
+    if args.jobs < 1:
+        raise SelftestUsage("--jobs must be at least 1")
+    mutants = [MUTANTS[name] for name in (args.mutant or sorted(MUTANTS))]
+    with tempfile.TemporaryDirectory(prefix="amqp-selftest-") as scratch:
+        out = Path(args.out) if args.out else Path(scratch)
+        runs = run_all(mutants, out, args.keyword, args.jobs, args.timeout)
+    baseline, mutant_runs = runs[0], runs[1:]
+    if baseline.cases == 0:
+        raise SelftestUsage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''}; "
+                            f"list the cases with 'amqp-conformance cases'")
+    if args.format == "json":
+        print(json.dumps([{"mutant": r.name, "description": r.description, "broker": r.broker_name,
+                           "caught_by": r.caught_by} for r in mutant_runs], indent=2))
+    else:
+        print_table(baseline, mutant_runs)
+    if baseline.caught or baseline.errors:
+        print(f"amqp-conformance: selftest: the healthy reference broker does not pass the catalogue "
+              f"({len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR: "
+              f"{', '.join((baseline.caught_by + baseline.errors)[:5])}); the self-test is meaningless until it does",
+              file=sys.stderr)
+        return 1
+    survivors = [r.name for r in mutant_runs if not r.caught]
+    if survivors:
+        print(f"amqp-conformance: selftest: {len(survivors)} mutant(s) survived: {', '.join(survivors)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, timeout: float) -> list[MutantRun]:
+    """The baseline run first in the list, then one run per mutant, ``jobs`` at a time."""
+    targets = [MutantRun(BASELINE, "the healthy reference broker")] + [
+        MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in mutants]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda run: run_one(run, out, keyword, timeout), targets))
+
+
+def pytest_command(run: MutantRun, run_dir: Path, keyword: str | None, timeout: float) -> list[str]:
+    """The pytest command line that runs the catalogue against ``run``'s mutant (or the healthy broker)."""
+    command = [sys.executable, "-m", "pytest", str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"),
+               "--rootdir", str(CONFORMANCE_DIR), "--amqp-out", str(run_dir), "--case-timeout", str(timeout),
+               "-q", "-p", "no:randomly", "-p", "no:xdist"]
+    if run.name != BASELINE:
+        command += ["--reference-mutant", run.name]
+        if run.broker_name != "reference":
+            command += ["--broker", run.broker_name]
+    if keyword:
+        command += ["-k", keyword]
+    return command
+
+
+def run_one(run: MutantRun, out: Path, keyword: str | None, timeout: float) -> MutantRun:
+    """Run the catalogue in a subprocess and fill ``run`` with the cases that FAILed and ERRORed."""
+    run_dir = out / ("baseline" if run.name == BASELINE else run.name)
+    start = time.monotonic()
+    proc = subprocess.run(pytest_command(run, run_dir, keyword, timeout), capture_output=True, text=True,
+                          check=False)
+    run.seconds = time.monotonic() - start
+    run.exit_code = proc.returncode
+    run.output = proc.stdout[-4000:] + proc.stderr[-2000:]
+    results = read_results(run_dir)
+    run.cases = len(results)
+    run.caught_by = sorted({r["case_id"] for r in results if r["verdict"] == "FAIL"})
+    run.errors = sorted({r["case_id"] for r in results if r["verdict"] == "ERROR"})
+    if proc.returncode not in (0, 1, 5):  # usage error, internal error, interrupted: the run itself broke
+        run.errors.append(f"pytest exit {proc.returncode}: {_last_line(run.output)}")
+    return run
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "(no output)"
+
+
+def print_table(baseline: MutantRun, runs: list[MutantRun]) -> None:
+    """The human table: mutant, description, the cases that caught it (or SURVIVED)."""
+    name_width = max([len(r.name) for r in runs] + [len("mutant")])
+    desc_width = min(60, max([len(r.description) for r in runs] + [len("description")]))
+    print(f"baseline: {baseline.cases} case runs against the healthy reference broker, "
+          f"{len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR ({baseline.seconds:.1f}s)")
+    print(f"{'mutant':<{name_width}}  {'description':<{desc_width}}  caught by (FAIL)")
+    for run in runs:
+        caught = ", ".join(run.caught_by) if run.caught else "SURVIVED"
+        extra = f"  [+{len(run.errors)} ERROR]" if run.errors else ""
+        print(f"{run.name:<{name_width}}  {run.description[:desc_width]:<{desc_width}}  {caught}{extra}")
+    killed = sum(r.caught for r in runs)
+    print(f"{killed}/{len(runs)} mutants caught")
