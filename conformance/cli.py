@@ -177,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     stale = stale_deviations(results)
     if stale and args.strict:
-        print(f"--strict: {len(stale)} declared deviation(s) no longer occur: remove them from the profile")
+        print(f"--strict: exit 1: {len(stale)} declared deviation(s) no longer occur")
     flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
     blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results) or bool(flaky) or (args.strict and bool(stale))
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
@@ -209,7 +209,8 @@ def print_summary(results: list[dict], out: Path, width: int | None = None) -> N
     if stale:
         print("stale deviations (declared in the profile, no longer deviating):")
         for record in stale:
-            print(fit(f"  {record['case_id']} [{record['expectation_set']}]"))
+            print(fit(f"  STALE       {record['case_id']} [{record['expectation_set']}] the profile declares a "
+                      f"deviation that no longer occurs: remove it from the profile"))
     quiet = [f"{counts[v]} {v}" for v in ("UNSUPPORTED", "INFO") if counts[v]]
     if quiet:
         print(fit(f"not listed: {', '.join(quiet)} (reasons: results.jsonl, Allure report)"))
