@@ -23,6 +23,7 @@ from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
 
 from ..engine import CapturingEngine, delivery_tag
 from ..frames import Frame
+from .guard import Violation
 from .sasl import SaslServer
 from .store import Node, Store, StoredMessage, Subscription
 
@@ -77,6 +78,9 @@ class BrokerConnection:
         self._out = bytearray()
         self.close_after_write = False
         self.engine.listeners.append(self._watch_frame)
+        from .policed import PolicedInput  # core catalogue: every frame judged before proton sees it
+
+        self.policed = PolicedInput(self)
 
     @property
     def done(self) -> bool:
@@ -96,7 +100,7 @@ class BrokerConnection:
             data = result.passthrough
             if not data:
                 return
-        self.engine.receive_data(data)
+        self.policed.receive_data(data)
         self.broker.handle(self)
 
     def receive_eof(self) -> None:
@@ -370,6 +374,10 @@ class Broker:
     def keeps_durable_on_detach(self) -> bool:
         """Whether a durable subscription outlives a detach with closed=false (it must)."""
         return True
+
+    def answer_violation(self, violation: Violation) -> Violation:
+        """How bad input is answered: as the guard found it, with the condition the specification names."""
+        return violation
 
 
 def _version() -> str:
