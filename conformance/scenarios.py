@@ -32,6 +32,8 @@ class Scenario:
         if key not in self.given:
             return f"scenario {self.name!r} takes no such field (fields: {', '.join(self.given)})"
         allowed = self.given[key]
+        if hasattr(allowed, "check_value"):  # a schema object that explains what is wrong
+            return allowed.check_value(value)
         if isinstance(allowed, tuple):
             return None if value in allowed else f"{value!r} is not one of {', '.join(map(str, allowed))}"
         if key == "transfers":
@@ -74,3 +76,9 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+
+# -- core AMQP 1.0 catalogue (issue 4): settlement, outcomes, transfers, wire, bad input -------------------
+from .scenarios_core import CORE_SCENARIOS  # noqa: E402
+
+SCENARIOS.update({s.name: s for s in CORE_SCENARIOS})

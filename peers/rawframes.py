@@ -14,7 +14,8 @@ specification. A frame specification is a dict (a TOML inline table):
 - ``payload = { message = "m1" }`` (an encoded AMQP message with that body) or ``payload = "hex"``;
 - ``channel`` (default ``"$channel"``), ``type`` (0 AMQP, 1 SASL, or anything), ``doff``, ``size_delta``
   (added to the true size, to make the size field lie), ``truncate_body`` (keep only that many body
-  bytes), ``repeat`` (send it that many times).
+  bytes), ``pad_to`` (zero bytes after the body until the frame has that size), ``repeat`` (send it that
+  many times).
 
 Strings starting with ``$`` are placeholders resolved from a :class:`RawContext` (``$channel``,
 ``$handle``, ``$delivery-id``: the next delivery-id of the session, taken once per use, ``$tag``: a fresh
@@ -32,6 +33,8 @@ from proton import Described, Message, symbol, ubyte, uint, ulong, ushort
 
 from .amqp_types import BY_NAME, CHOICE_FIELDS, choice_value
 from .frames import FRAME_TYPE_AMQP, encode_frame, encode_value
+
+MAX_PAD = 16 * 1024 * 1024
 
 
 class FrameSpecError(ValueError):
@@ -188,6 +191,12 @@ def _one_frame(spec: dict[str, Any], ctx: RawContext) -> bytes:
     channel = _value(spec.get("channel", "$channel"), ctx)
     frame = encode_frame(body, channel=int(channel), frame_type=int(spec.get("type", FRAME_TYPE_AMQP)),
                          payload=payload, doff=int(spec.get("doff", 2)))
+    if "pad_to" in spec:  # zero bytes after the performative until the frame is exactly this size
+        target = ctx.resolve(spec["pad_to"]) if isinstance(spec["pad_to"], str) else int(spec["pad_to"])
+        if target > MAX_PAD:
+            raise FrameSpecError(f"pad_to {target} is beyond what a case sends ({MAX_PAD} bytes)")
+        frame += b"\x00" * max(0, target - len(frame))
+        frame = len(frame).to_bytes(4, "big") + frame[4:]
     if "size_delta" in spec:
         size = len(frame) + int(spec["size_delta"])
         frame = size.to_bytes(4, "big") + frame[4:]
@@ -197,7 +206,7 @@ def _one_frame(spec: dict[str, Any], ctx: RawContext) -> bytes:
 def check_spec(spec: Any) -> str | None:
     """Why ``spec`` is not a usable frame specification, or None (used when tables load)."""
     known = {"raw", "body", "performative", "fields", "payload", "channel", "type", "doff", "size_delta",
-             "truncate_body", "repeat", "note"}
+             "truncate_body", "repeat", "note", "pad_to"}
     if not isinstance(spec, dict):
         return "a frame must be a table"
     unknown = set(spec) - known

@@ -146,6 +146,7 @@ class Broker:
         self.connections: list[BrokerConnection] = []
         self.lock = threading.RLock()
         self.failing_transforms: set[str] = set()  # nodes whose UM transformer yields null
+        self.withheld_credit: set[str] = set()  # nodes whose publishers get no credit (admin provocation)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection."""
@@ -196,7 +197,8 @@ class Broker:
             self._open_consumer(connection, link)
         else:
             link.open()
-            link.flow(PUBLISHER_CREDIT)
+            if (link.remote_target.address or "") not in self.withheld_credit:
+                link.flow(PUBLISHER_CREDIT)
 
     def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
         address = link.remote_source.address or ""

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from proton import Condition, Endpoint, Link, Session
+from proton import Condition, Endpoint, Link, Session, symbol
 
-from ..frames import AMQP_HEADER, Frame, FrameSplitter, FramingError
+from ..frames import AMQP_HEADER, Frame, FrameSplitter, FramingError, described, encode_frame
 from .guard import ProtocolGuard, Violation
 
 if TYPE_CHECKING:
@@ -113,6 +113,9 @@ class PolicedInput:
         if violation.scope == "link" and link is not None:
             link.condition = condition
             link.close()
+            state = self.guard.sessions.get(violation.channel)
+            if state is not None and violation.handle in state.links:
+                state.links[violation.handle].errant = True  # later input on it is errant (2.8.16)
             return
         if violation.scope in ("link", "session") and session is not None:
             session.condition = condition
@@ -120,9 +123,17 @@ class PolicedInput:
             self.guard.sessions[violation.channel].ending = True
             return
         connection = self.engine.connection
+        if not self.guard.opened:
+            # before the peer's open proton writes no close: our own open and close, then the socket ends
+            self.connection._out += self.engine.data_to_send()
+            error = described("error", condition=symbol(violation.condition), description=violation.description)
+            for frame in (encode_frame(described("open", container_id="amqp-conformance-reference")),
+                          encode_frame(described("close", error=error))):
+                self.connection._out += frame
+            self.broken = True
+            self.connection.close_after_write = True
+            return
         connection.condition = condition
-        if not connection.state & Endpoint.LOCAL_ACTIVE:
-            connection.open()
         connection.close()
         self.guard.closing = True
         if violation.condition == "amqp:connection:framing-error":
