@@ -28,21 +28,6 @@ class FrameList:
         return None
 
 
-class Steps:
-    """Schema of ``given.steps``: a non-empty list of step tables, each naming a known action."""
-
-    @staticmethod
-    def check_value(value: Any) -> str | None:
-        """Why ``value`` is not a usable list of steps, or None."""
-        if not isinstance(value, list) or not value:
-            return "expected a non-empty list of step tables"
-        for index, step in enumerate(value):
-            problem = scripts_core.check_step(step)
-            if problem:
-                return f"step [{index}]: {problem}"
-        return None
-
-
 CORE_SCENARIOS = (
     Scenario(
         "raw-frames", scripts_errors.run_raw_frames,
@@ -54,5 +39,35 @@ CORE_SCENARIOS = (
         },
         defaults={"provocation": "none", "shutdown_write": False},
         observations=("answer", "then", "header", "socket", "alive"),
+    ),
+    Scenario(
+        "consume", scripts_core.run_consume,
+        given={
+            "messages": int, "range": int,
+            "rcv_settle_mode": ("first", "second"), "snd_settle_mode": ("unsettled", "settled", "mixed"),
+            "outcome": scripts_core.OUTCOMES, "settle": bool, "then": ("none", "accept"),
+            "delivery_failed": bool, "undeliverable_here": bool, "annotations": dict,
+            "condition": str, "description": str, "info": dict, "section_number": int, "section_offset": int,
+        },
+        defaults={"messages": 2, "range": 1, "rcv_settle_mode": "first", "snd_settle_mode": "unsettled",
+                  "settle": True, "then": "none", "delivery_failed": False, "undeliverable_here": False},
+        observations=("broker_attach", "transfer", "broker_dispositions", "settled_offsets", "after_accept",
+                      "next_on_link", "remaining"),
+    ),
+    Scenario(
+        "produce", scripts_core.run_produce,
+        given={
+            "snd_settle_mode": ("unsettled", "settled", "mixed"), "rcv_settle_mode": ("first", "second"),
+            "transfers": list,
+            "provocation": ("none", "reject-publish", "release-publish", "modify-publish"),
+        },
+        defaults={"snd_settle_mode": "unsettled", "rcv_settle_mode": "first", "provocation": "none"},
+        observations=("broker_attach", "dispositions", "ordering", "stored"),
+    ),
+    Scenario(
+        "transfer", scripts_core.run_transfer,
+        given={"kind": ("multi-frame-in", "multi-frame-out", "aborted-in", "tag-reuse"), "size": int},
+        defaults={"size": 0},
+        observations=("shape", "dispositions", "stored", "intact"),
     ),
 )

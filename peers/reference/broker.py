@@ -24,6 +24,7 @@ from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
 from ..engine import CapturingEngine, delivery_tag
 from ..frames import Frame
 from .guard import Violation
+from .outcomes import Modification, give_provoked, redelivery_bytes, take_for
 from .sasl import SaslServer
 from .store import Node, Store, StoredMessage, Subscription
 
@@ -147,6 +148,9 @@ class Broker:
         self.lock = threading.RLock()
         self.failing_transforms: set[str] = set()  # nodes whose UM transformer yields null
         self.withheld_credit: set[str] = set()  # nodes whose publishers get no credit (admin provocation)
+        self.provoked_outcomes: dict[str, str] = {}  # node -> outcome every publish gets (admin provocation)
+        self.undeliverable: dict[tuple[int, str], set[int]] = {}  # (connection, link) -> EIDs not to send there
+        self.second_pending: set[tuple[int, str, bytes]] = set()  # accepted, awaiting the publisher's settle
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection."""
@@ -258,6 +262,15 @@ class Broker:
                 link.advance()
                 connection.refused.discard(key)
             return
+        if delivery.aborted:  # 2.6.14: discard what arrived; the delivery still used a credit
+            delivery.settle()
+            return
+        second_key = (id(connection), link.name, key[1])
+        if second_key in self.second_pending:  # rcv-settle-mode second: we settle once the publisher has
+            if delivery.settled:
+                self.second_pending.discard(second_key)
+                delivery.settle()
+            return
         multi_frame = connection.was_multi_frame(delivery)
         if multi_frame and self.policy.partial_delivery == "reject":
             # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal
@@ -280,9 +293,18 @@ class Broker:
         if node is None:
             self._settle(delivery, Delivery.REJECTED, Condition("amqp:not-found", f"no node at {address!r}"))
             return
+        provoked = self.provoked_outcomes.get(address)
+        if provoked is not None and not delivery.settled:  # core.outcomes: the broker refuses as told
+            give_provoked(delivery, provoked, settle=not self.settles_second(link))
+            if self.settles_second(link):
+                self.second_pending.add(second_key)
+            return
         node.publish(encoded)
         if delivery.settled:
             delivery.settle()  # pre-settled by the publisher: no further action, no disposition
+        elif self.settles_second(link):
+            delivery.update(Delivery.ACCEPTED)  # 2.6.12 / 003 exactly-once: the sender settles first
+            self.second_pending.add(second_key)
         else:
             self._settle(delivery, Delivery.ACCEPTED)
         if link.credit < PUBLISHER_CREDIT // 2:
@@ -315,9 +337,7 @@ class Broker:
             subscription.acknowledge(outstanding.message.eid)
             answer = state
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
-            if state == Delivery.MODIFIED and delivery.remote.failed:
-                outstanding.message.delivery_count += 1
-            subscription.requeue(outstanding.message.eid)
+            self._redeliver(connection, consumer, outstanding, state, Modification.of(delivery))
             answer = state
         else:
             return
@@ -334,7 +354,7 @@ class Broker:
             for consumer in connection.consumers.values():
                 link = consumer.link
                 while link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
-                    message = consumer.subscription.take()
+                    message = take_for(consumer.subscription, self.undeliverable.get((id(connection), link.name), ()))
                     if message is None:
                         break
                     delivery = link.delivery(self.delivery_tag(consumer.node, message))
@@ -376,6 +396,36 @@ class Broker:
     def keeps_durable_on_detach(self) -> bool:
         """Whether a durable subscription outlives a detach with closed=false (it must)."""
         return True
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        """Released or modified (3.4.4, 3.4.5): rewrite the stored message as the outcome asks, requeue it."""
+        message = outstanding.message
+        failed = self.counts_as_failed(state, modification)
+        annotations = modification.annotations if self.merges_annotations() else None
+        message.encoded = redelivery_bytes(message.encoded, failed, annotations)
+        if failed:
+            message.delivery_count += 1
+        if modification.undeliverable_here and self.honours_undeliverable_here():
+            self.undeliverable.setdefault((id(connection), consumer.link.name), set()).add(message.eid)
+        outstanding.subscription.requeue(message.eid)
+
+    def counts_as_failed(self, state: int, modification: Modification) -> bool:
+        """Whether an outcome increments the message's delivery-count: only modified with delivery-failed."""
+        return state == Delivery.MODIFIED and modification.delivery_failed
+
+    def honours_undeliverable_here(self) -> bool:
+        """Whether modified with undeliverable-here keeps the message from that link (it must, 3.4.5)."""
+        return True
+
+    def merges_annotations(self) -> bool:
+        """Whether modified's message-annotations are merged into the redelivered message (they must, 3.4.5)."""
+        return True
+
+    def settles_second(self, link: Link) -> bool:
+        """Whether, receiving on ``link``, the broker waits for the sender to settle before it settles
+        (receiver settle mode second, 2.8.3; the exactly-once ordering of 003)."""
+        return link.rcv_settle_mode == Link.RCV_SECOND
 
     def answer_violation(self, violation: Violation) -> Violation:
         """How bad input is answered: as the guard found it, with the condition the specification names."""
