@@ -9,7 +9,7 @@ from typing import Any
 
 from amqp_conformance.peers.rawframes import check_spec
 
-from . import scripts_core, scripts_errors
+from . import scripts_core, scripts_errors, scripts_wire
 from .scenarios import Scenario
 
 
@@ -69,5 +69,10 @@ CORE_SCENARIOS = (
         given={"kind": ("multi-frame-in", "multi-frame-out", "aborted-in", "tag-reuse"), "size": int},
         defaults={"size": 0},
         observations=("shape", "dispositions", "stored", "intact"),
+    ),
+    Scenario(
+        "wire-performatives", scripts_wire.run_wire_performatives,
+        given={"side": ("broker", "peer"), "frame": scripts_wire.FRAMES},
+        observations=("decoded", "bytes", "form"),
     ),
 )
