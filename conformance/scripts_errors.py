@@ -17,6 +17,7 @@ from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
 from proton import uint
 
 from .context import CaseContext, SetupFailed, setup_step
+from .scripts_core import wait_for
 
 SETUPS = ("none", "header", "open", "session", "sender", "receiver")
 ENDINGS = ("close", "end", "detach")
@@ -114,7 +115,7 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     def ended() -> bool:
         return peer.eof or _first(peer.frames, since, ENDINGS) is not None
 
-    wait = ctx.wait_for("answer")
+    wait = wait_for(ctx, "answer")
     if given["setup"] == "none" or "header" in ctx.expected or "socket" in ctx.expected:
         wait = max(wait, ctx.timeout if "socket" in ctx.expected else wait)
         peer.pump(lambda: peer.eof, wait)
