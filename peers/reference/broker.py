@@ -113,7 +113,7 @@ class BrokerConnection:
     def data_to_send(self) -> bytes:
         """Everything waiting to be written to the client."""
         if self.sasl.done:
-            self._out += self.engine.data_to_send()
+            self._out += self.broker.encode_outbound(self.engine.data_to_send())
         data = bytes(self._out)
         self._out.clear()
         return data
@@ -326,9 +326,9 @@ class Broker:
         outstanding = consumer.outstanding.get(delivery_tag(delivery))
         if outstanding is None:
             return
-        state = delivery.remote_state
-        if state == Delivery.RECEIVED:
-            return  # non-terminal: nothing to do yet
+        state = self.terminal_state(delivery.remote_state)
+        if state is None:
+            return  # non-terminal (received, 3.4.1): nothing to do yet
         subscription = outstanding.subscription
         if state == 0:
             # no state: the source's default outcome, accepted (UM 10.11 Accepted/Subscription row 1)
@@ -427,9 +427,20 @@ class Broker:
         (receiver settle mode second, 2.8.3; the exactly-once ordering of 003)."""
         return link.rcv_settle_mode == Link.RCV_SECOND
 
-    def answer_violation(self, violation: Violation) -> Violation:
-        """How bad input is answered: as the guard found it, with the condition the specification names."""
+    def answer_violation(self, violation: Violation) -> Violation | None:
+        """How bad input is answered: as the guard found it, with the condition the specification names.
+
+        None lets proton take the frame as if it were good.
+        """
         return violation
+
+    def terminal_state(self, state: int) -> int | None:
+        """The outcome a consumer's remote state stands for; None for the non-terminal received (3.4.1)."""
+        return None if state == Delivery.RECEIVED else state
+
+    def encode_outbound(self, data: bytes) -> bytes:
+        """The bytes proton encoded, as written to the client (unchanged: proton's encoding is the reference's)."""
+        return data
 
 
 def _version() -> str:

@@ -60,7 +60,8 @@ class PolicedInput:
             frames = self.splitter.feed(data)
         except FramingError as exc:
             self.engine.capture(Frame("in", 0, -1, "raw-bytes", {"error": str(exc)}, b"", exc.offending))
-            self._answer(Violation("connection", "amqp:connection:framing-error", f"{exc} (2.3.1, 2.7.1)"))
+            violation = Violation("connection", "amqp:connection:framing-error", f"{exc} (2.3.1, 2.7.1)")
+            self._answer(self.connection.broker.answer_violation(violation) or violation)
             return
         for frame in frames:
             self._judge(frame)
@@ -73,9 +74,15 @@ class PolicedInput:
             self.engine.receive_data(frame.raw)
             self._learn(frame)
             return
-        self.engine.capture(frame)
         if violation.scope != "discard":
-            self._answer(self.connection.broker.answer_violation(violation))
+            answer = self.connection.broker.answer_violation(violation)
+            if answer is None:  # a mutant lets proton have the frame
+                self.engine.receive_data(frame.raw)
+                return
+            self.engine.capture(frame)
+            self._answer(answer)
+            return
+        self.engine.capture(frame)
 
     def _learn(self, frame: Frame) -> None:
         """Map the peer's channel and handle numbers to the proton objects a begin or attach created."""
