@@ -16,7 +16,7 @@ from proton import Condition, Delivery, symbol
 
 from .context import CaseContext, SetupFailed, setup_step
 
-NODE = "conformance.wire"
+NODE = "conformance.wire"  # after the profile's node prefix
 FRAMES = ("open", "begin", "attach-sender", "attach-receiver", "flow", "transfer", "disposition-accepted",
           "disposition-rejected", "disposition-released", "disposition-modified", "disposition-received",
           "detach", "end", "close")
@@ -52,11 +52,12 @@ def _exchange(ctx: CaseContext) -> ScriptedPeer:
     peer = setup_step("connect", ctx.peer, "wire", container_id="amqp-conformance-wire")
     setup_step("open", peer.open)
     session = setup_step("begin", peer.begin)
-    sender, _ = setup_step("attach sender", peer.attach_sender, session, NODE, name="wire-sender")
+    node = ctx.node_prefix + NODE
+    sender, _ = setup_step("attach sender", peer.attach_sender, session, node, name="wire-sender")
     for index in range(1, 6):
         _, transfer = setup_step(f"send m{index}", peer.send, sender, f"m{index}", tag=f"w{index}".encode())
         peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
-    receiver, _ = setup_step("attach receiver", peer.attach_receiver, session, NODE, name="wire-receiver", credit=5)
+    receiver, _ = setup_step("attach receiver", peer.attach_receiver, session, node, name="wire-receiver", credit=5)
     since = peer.mark()
     received = [setup_step(f"receive m{i}", peer.receive, receiver, since) for i in range(1, 6)]
     accepted, rejected, released, modified, progressed = (r.delivery for r in received)
@@ -94,7 +95,7 @@ def _drain(ctx: CaseContext) -> None:
     cleaner = setup_step("connect", ctx.peer, "wire-cleanup")
     setup_step("open", cleaner.open)
     session = setup_step("begin", cleaner.begin)
-    receiver, _ = setup_step("attach cleaner", cleaner.attach_receiver, session, NODE, credit=20)
+    receiver, _ = setup_step("attach cleaner", cleaner.attach_receiver, session, ctx.node_prefix + NODE, credit=20)
     collect(ctx, cleaner, receiver)
 
 
