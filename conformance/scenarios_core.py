@@ -66,9 +66,10 @@ CORE_SCENARIOS = (
     ),
     Scenario(
         "transfer", scripts_core.run_transfer,
-        given={"kind": ("multi-frame-in", "multi-frame-out", "aborted-in", "tag-reuse"), "size": int},
+        given={"kind": ("multi-frame-in", "multi-frame-out", "aborted-in", "tag-reuse", "whole",
+                        "buffered-until-credit"), "size": int},
         defaults={"size": 0},
-        observations=("shape", "dispositions", "stored", "intact"),
+        observations=("shape", "dispositions", "stored", "intact", "before_credit", "after_credit"),
     ),
     Scenario(
         "wire-performatives", scripts_wire.run_wire_performatives,

@@ -251,11 +251,17 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     - ``aborted-in``: the peer sends the first part of m1, aborts it, then sends m2 whole; observes
       ``frames``, ``dispositions`` (for m1, m2) and ``stored``;
     - ``tag-reuse``: the peer sends m1 and m2 with the same tag, m2 only after m1 is settled (a tag need
-      only be unique among unsettled deliveries); observes ``dispositions`` and ``stored``.
+      only be unique among unsettled deliveries); observes ``dispositions`` and ``stored``;
+    - ``whole``: one unsettled message in one frame; observes ``shape``, ``dispositions``, ``stored``;
+    - ``buffered-until-credit``: m1 waits on the node while the peer's receiving link has no credit;
+      observes ``before_credit`` (transfers seen in the quiet time) and ``after_credit`` (the message
+      once one credit is granted).
     """
     kind = given["kind"]
     if kind == "multi-frame-out":
         return _multi_frame_out(ctx, given)
+    if kind == "buffered-until-credit":
+        return _buffered_until_credit(ctx)
     observed: dict[str, Any] = {}
     peer, session = open_session(ctx, "transfer")
     sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node)
@@ -272,6 +278,9 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         first = peer.find("transfer", since, direction="out")
         ids.append(first.fields["delivery-id"])
         _, transfer = setup_step("send m2", peer.send, sender, "m2")
+        ids.append(transfer.fields["delivery-id"])
+    elif kind == "whole":
+        _, transfer = setup_step("send m1", peer.send, sender, "m1")
         ids.append(transfer.fields["delivery-id"])
     elif kind == "tag-reuse":
         for body in ("m1", "m2"):
@@ -311,6 +320,23 @@ def shape(frames: list[Frame], limit: int | None = None) -> dict[str, Any] | Non
         "multi-frame": len(first) > 1,
         "within-max-frame-size": limit is None or max(len(f.raw) for f in first) <= limit,
     }
+
+
+def _buffered_until_credit(ctx: CaseContext) -> dict[str, Any]:
+    peer, session = open_session(ctx, "consumer")
+    publish(ctx, peer, session, 1)
+    since = peer.mark()
+    receiver, _ = setup_step("attach consumer", peer.attach_receiver, session, ctx.node)
+    peer.pump(timeout=ctx.quiet)
+    before = len([f for f in peer.frames[since:] if f.direction == "in" and f.performative == "transfer"])
+    since = peer.mark()
+    receiver.flow(1)
+    try:
+        received = peer.receive(receiver, since, timeout=ctx.timeout)
+    except ExpectationFailed:
+        return {"before_credit": before, "after_credit": None}
+    peer.dispose(received.delivery, "accepted", settle=True)
+    return {"before_credit": before, "after_credit": message_seen(received)}
 
 
 def _multi_frame_out(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
