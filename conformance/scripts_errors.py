@@ -110,17 +110,15 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     except PeerError:
         pass  # the broker may close the socket while we write: the observations say what it did
     if given.get("shutdown_write"):
-        _shutdown_write(peer)
+        peer.shutdown_write()
 
     def ended() -> bool:
         return peer.eof or _first(peer.frames, since, ENDINGS) is not None
 
-    wait = wait_for(ctx, "answer")
-    if given["setup"] == "none" or "header" in ctx.expected or "socket" in ctx.expected:
-        wait = max(wait, ctx.timeout if "socket" in ctx.expected else wait)
-        peer.pump(lambda: peer.eof, wait)
+    if given["setup"] == "none" or "socket" in ctx.expected:
+        peer.pump(lambda: peer.eof, ctx.timeout)  # the row is about what happens up to the socket's close
     else:
-        peer.pump(ended, wait)
+        peer.pump(ended, wait_for(ctx, "answer"))
     answer = _first(peer.frames, since, ENDINGS)
     observed: dict[str, Any] = {
         "answer": answer_of(answer),
@@ -128,21 +126,13 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                                                           "unknown-header"))),
     }
     if answer is not None and answer.performative != "close" and not peer.eof:
-        peer.pump(timeout=0.05)  # the end of a detached link's session may follow at once
-        later = _first(peer.frames, peer.frames.index(answer) + 1, ENDINGS)
-        observed["then"] = answer_of(later)
+        after = peer.frames.index(answer) + 1  # e.g. the end of a session after a link's detach
+        peer.pump(lambda: _first(peer.frames, after, ENDINGS) is not None,
+                  wait_for(ctx, "then") if "then" in ctx.expected else 0.05)
+        observed["then"] = answer_of(_first(peer.frames, after, ENDINGS))
     observed["socket"] = "closed" if peer.eof else "open"
     observed["alive"] = _alive(ctx, peer, raw, answer) if given["setup"] not in ("none", "header") else None
     return observed
-
-
-def _shutdown_write(peer: Any) -> None:
-    import socket
-
-    try:
-        peer._sock.shutdown(socket.SHUT_WR)
-    except (OSError, AttributeError):
-        pass
 
 
 def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None) -> bool:

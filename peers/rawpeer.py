@@ -39,6 +39,14 @@ class _RawInput:
             self._capture(Frame("in", 0, -1, "raw-bytes", {"error": str(exc)}, b"", exc.offending))
 
 
+def _shutdown_write(sock: socket.socket | None) -> None:
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
 class RawModePeer(ScriptedPeer):
     """A scripted peer whose socket can be taken away from proton for raw frames (see module docstring)."""
 
@@ -70,6 +78,10 @@ class RawModePeer(ScriptedPeer):
             self._raw_input.feed(data)
         else:
             self._eof = True
+
+    def shutdown_write(self) -> None:
+        """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
+        _shutdown_write(self._sock)
 
     def close(self, graceful: bool = True) -> None:
         """Close; in raw mode without the AMQP close handshake (proton no longer knows the state)."""
@@ -132,6 +144,10 @@ class RawSocket:
                 else:
                     self.eof = True
         return bool(until()) if until is not None else False
+
+    def shutdown_write(self) -> None:
+        """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
+        _shutdown_write(self._sock)
 
     def mark(self) -> int:
         """A position in the frame log."""
