@@ -19,7 +19,7 @@ from proton import uint
 from .context import CaseContext, SetupFailed, setup_step
 from .scripts_core import wait_for
 
-SETUPS = ("none", "header", "open", "session", "sender", "receiver")
+SETUPS = ("none", "header", "open", "session", "sender", "sender-second", "receiver")
 ENDINGS = ("close", "end", "detach")
 MAX_RAW_FRAME = 16 * 1024 * 1024
 
@@ -77,8 +77,9 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
         raw.channel = ours.channel if ours else 0
         handle_max = broker_begin.fields.get("handle-max") if broker_begin else None
         raw.limits["handle-max"] = 0xFFFFFFFF if handle_max is None else handle_max
-        if setup == "sender":
-            sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node)
+        if setup in ("sender", "sender-second"):
+            sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node,
+                                   rcv_settle_mode="second" if setup == "sender-second" else "first")
             raw.handle = peer.handle_of(sender)
             if given["provocation"] == "withhold-credit":
                 peer.pump(timeout=ctx.quiet)
