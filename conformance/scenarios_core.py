@@ -58,11 +58,11 @@ CORE_SCENARIOS = (
         "produce", scripts_core.run_produce,
         given={
             "snd_settle_mode": ("unsettled", "settled", "mixed"), "rcv_settle_mode": ("first", "second"),
-            "transfers": list,
-            "provocation": ("none", "reject-publish", "release-publish", "modify-publish"),
+            "transfers": list, "size": int,
+            "provocation": ("none", "reject-publish", "release-publish", "modify-publish", "report-received"),
         },
-        defaults={"snd_settle_mode": "unsettled", "rcv_settle_mode": "first", "provocation": "none"},
-        observations=("broker_attach", "dispositions", "ordering", "stored"),
+        defaults={"snd_settle_mode": "unsettled", "rcv_settle_mode": "first", "provocation": "none", "size": 0},
+        observations=("broker_attach", "dispositions", "progress", "ordering", "stored"),
     ),
     Scenario(
         "transfer", scripts_core.run_transfer,

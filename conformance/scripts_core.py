@@ -200,8 +200,10 @@ def _next_on_link(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> d
 def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """The peer sends ``transfers`` (settled or unsettled) under the row's settle modes; the broker decides
     (``provocation``: its admin makes it reject, release or modify). Observes ``broker_attach``,
-    ``dispositions`` (per transfer, the broker's first disposition or nothing), ``ordering`` (settle modes,
-    the broker's first disposition and what it sent after the peer settled), and ``stored``."""
+    ``dispositions`` (per transfer, the broker's first disposition or nothing), ``progress`` (the first and
+    last disposition of the first unsettled transfer, when the row expects it), ``ordering`` (settle modes,
+    the broker's first disposition and what it sent after the peer settled), and ``stored``. ``size``: the
+    body's length (0: the bodies are m1, m2, ...)."""
     observed: dict[str, Any] = {}
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
@@ -213,18 +215,17 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     first_unsettled: tuple[Delivery, int] | None = None
     for index, kind in enumerate(given["transfers"]):
         since = peer.mark()
-        delivery, transfer = setup_step(f"send m{index + 1}", peer.send, sender, f"m{index + 1}",
-                                        settled=(kind == "settled"))
+        body = "x" * given["size"] if given["size"] else f"m{index + 1}"
+        delivery, transfer = setup_step(f"send m{index + 1}", peer.send, sender, body, settled=(kind == "settled"))
         delivery_id = transfer.fields["delivery-id"]
-        wanted = ctx.expected.get("dispositions")
-        wait = ctx.quiet if kind == "settled" and not wanted else ctx.timeout
-        if kind == "settled":
-            wait = ctx.quiet
+        wait = ctx.quiet if kind == "settled" else ctx.timeout
         frame = peer.wait_for_disposition(delivery_id, since, wait, role="receiver")
         dispositions.append(disposition_seen(frame))
         if kind == "unsettled" and first_unsettled is None:
             first_unsettled = (delivery, delivery_id)
     observed["dispositions"] = dispositions
+    if first_unsettled is not None and "progress" in ctx.expected:
+        observed["progress"] = _progress(ctx, peer, first_unsettled[1])
     ordering: dict[str, Any] = {"rcv-settle-mode": observed["broker_attach"]["rcv-settle-mode"],
                                 "broker-first": dispositions[0] if dispositions else None, "after-peer-settled": []}
     if first_unsettled is not None:
@@ -237,8 +238,27 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         ordering["after-peer-settled"] = broker_dispositions(peer, since, "receiver")
     observed["ordering"] = ordering
     sender.close()
-    observed["stored"] = remaining_on_node(ctx)
+    observed["stored"] = abbreviated(remaining_on_node(ctx))
     return observed
+
+
+def abbreviated(bodies: list[Any]) -> list[Any]:
+    """Message bodies as the tables name them: long ones as ``<N bytes>``."""
+    return [b if len(str(b)) <= 16 else f"<{len(b)} bytes>" for b in bodies]
+
+
+def _progress(ctx: CaseContext, peer: ScriptedPeer, delivery_id: int) -> dict[str, Any]:
+    """The broker's first and last disposition of one delivery (waiting for a settled one to be the last)."""
+    def covering() -> list[Frame]:
+        return [f for f in peer.frames if f.direction == "in" and f.performative == "disposition"
+                and f.fields.get("role") == "receiver" and isinstance(f.fields.get("first"), int)
+                and f.fields["first"] <= delivery_id <= (f.fields.get("last") if f.fields.get("last") is not None
+                                                         else f.fields["first"])]
+
+    peer.pump(lambda: any(f.fields.get("settled") for f in covering()), ctx.timeout)
+    frames = covering()
+    return {"first": disposition_seen(frames[0]) if frames else None,
+            "last": disposition_seen(frames[-1]) if frames else None, "count": len(frames)}
 
 
 def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
@@ -294,8 +314,7 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                                           or delivery_id != ids[0] else ctx.quiet, role="receiver")
         dispositions.append(disposition_seen(frame))
     observed["dispositions"] = dispositions
-    stored = remaining_on_node(ctx)
-    observed["stored"] = [b if len(str(b)) <= 16 else f"<{len(b)} bytes>" for b in stored]
+    observed["stored"] = abbreviated(remaining_on_node(ctx))
     return observed
 
 

@@ -151,6 +151,7 @@ class Broker:
         self.provoked_outcomes: dict[str, str] = {}  # node -> outcome every publish gets (admin provocation)
         self.undeliverable: dict[tuple[int, str], set[int]] = {}  # (connection, link) -> EIDs not to send there
         self.second_pending: set[tuple[int, str, bytes]] = set()  # accepted, awaiting the publisher's settle
+        self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection."""
@@ -281,6 +282,10 @@ class Broker:
             link.close()
             return
         if delivery.partial:
+            if (link.remote_target.address or "") in self.reports_received:  # 3.4.1: how much has arrived
+                delivery.local.section_number = 0
+                delivery.local.section_offset = delivery.pending
+                delivery.update(Delivery.RECEIVED)
             return  # wait for the rest
         encoded = link.recv(delivery.pending)
         link.advance()
