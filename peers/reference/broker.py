@@ -166,6 +166,9 @@ class Broker:
         connection.consumers.clear()
         if connection in self.connections:
             self.connections.remove(connection)
+        # per-connection outcome state (undeliverable-here, settle-second) goes with the connection
+        self.undeliverable = {k: v for k, v in self.undeliverable.items() if k[0] != id(connection)}
+        self.second_pending = {k for k in self.second_pending if k[0] != id(connection)}
 
     # -- events --------------------------------------------------------------------------------------
 
