@@ -195,3 +195,22 @@ def test_bad_frame_specifications_are_explained():
     assert "no field" in check_spec({"performative": "begin", "fields": {"nonsense": 1}})
     with pytest.raises(FrameSpecError, match="unknown placeholder"):
         frame_bytes({"performative": "begin", "fields": {"handle-max": "$nope"}}, RawContext())
+
+
+def test_random_frame_bodies_never_crash_the_broker():
+    import random
+
+    rng = random.Random(7)
+    pieces = [bytes.fromhex(h) for h in ("005310", "005312", "005314", "005315", "005316", "005318", "45", "c0",
+                                         "d0", "40", "41", "43", "52", "70", "a1", "a3", "00", "53", "24", "ff")]
+    for _ in range(300):
+        connection = Broker().accept("fuzz")
+        connection.receive_data(AMQP_HEADER + encode_frame(described("open", container_id="c")))
+        connection.receive_data(encode_frame(described("begin", next_outgoing_id=uint(0), incoming_window=uint(9),
+                                                       outgoing_window=uint(9))))
+        for _ in range(rng.randint(1, 4)):
+            body = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+            connection.receive_data(encode_frame(body, channel=rng.choice((0, 0, 1, 5))))
+            assert isinstance(connection.data_to_send(), bytes)
+        connection.receive_eof()
+        connection.data_to_send()
