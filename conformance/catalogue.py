@@ -141,7 +141,7 @@ def load_table(path: Path) -> list[Case]:
 def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenario_name: str, scenario: Any,
               document: str, heading: str, url: str | None) -> Case:
     known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity",
-             "silent"}
+             "silent", "heading"}  # heading: the row's own section, where one table spans several (core.errors)
     unknown = set(row) - known
     if unknown:
         raise TableError(f"{where}: unknown field(s) {sorted(unknown)} (fields: {', '.join(sorted(known))})")
@@ -187,7 +187,7 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         raise TableError(f"{where}: field 'severity': {severity!r} is not one of {', '.join(SEVERITIES)}")
     return Case(
         id=f"{table}/{row_id}", table=table, row=row_id, title=row.get("title", title), text=text,
-        scenario=scenario_name, source=Source(document, heading, source_row, url), given=given,
+        scenario=scenario_name, source=Source(document, str(row.get("heading", heading)), source_row, url), given=given,
         expect={k: expect[k] for k in EXPECTATION_SETS if k in expect},
         requires=tuple(row.get("requires", ())), informational=informational, severity=severity, file=path.name,
         silent=dict(silent),

@@ -33,6 +33,8 @@ class Scenario:
         if key not in self.given:
             return f"scenario {self.name!r} takes no such field (fields: {', '.join(self.given)})"
         allowed = self.given[key]
+        if hasattr(allowed, "check_value"):  # a schema object that explains what is wrong
+            return allowed.check_value(value)
         if isinstance(allowed, tuple):
             return None if value in allowed else f"{value!r} is not one of {', '.join(map(str, allowed))}"
         if callable(allowed) and not isinstance(allowed, type):
@@ -130,3 +132,8 @@ from . import scripts_router  # noqa: E402  (appended registration; the router s
 
 SCENARIOS["router"] = Scenario("router", scripts_router.run_router, given=scripts_router.GIVEN,
                                observations=scripts_router.OBSERVATIONS, defaults=scripts_router.DEFAULTS)
+
+# -- core AMQP 1.0 catalogue (issue 4): settlement, outcomes, transfers, wire, bad input -------------------
+from .scenarios_core import CORE_SCENARIOS  # noqa: E402
+
+SCENARIOS.update({s.name: s for s in CORE_SCENARIOS})

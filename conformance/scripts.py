@@ -11,7 +11,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
-from proton import Message, Receiver, Session
+from proton import Message, Receiver, Session, uint
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
 
@@ -108,7 +108,7 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     settle = given["disposition_settled"]
     if given["disposition_state"] == "none":
         # proton cannot send a disposition without a state; raw mode writes it on our session's channel
-        peer.send_raw(encode_frame(described("disposition", role=True, first=first.delivery_id, settled=settle),
+        peer.send_raw(encode_frame(described("disposition", role=True, first=uint(first.delivery_id), settled=settle),
                                    channel=_our_channel(peer)))
     else:
         peer.dispose(first.delivery, given["disposition_state"], settle=settle)

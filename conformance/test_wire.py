@@ -1,6 +1,6 @@
 """Wire exactness: the seed-002 disposition bytes (002_6b3472e7d3b5cb32.txt)."""
 
-TABLES = ("wire.disposition",)
+TABLES = ("wire.disposition", "wire.performatives")
 
 
 def test_case(amqp_case, amqp_runner):

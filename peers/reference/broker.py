@@ -23,6 +23,8 @@ from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
 
 from ..engine import CapturingEngine, delivery_tag
 from ..frames import Frame
+from .guard import Violation
+from .outcomes import Modification, give_provoked, redelivery_bytes
 from .sasl import SaslServer
 from .store import Node, Store, StoredMessage, Subscription
 from .um_rules import UmRules
@@ -81,6 +83,9 @@ class BrokerConnection:
         self._out = bytearray()
         self.close_after_write = False
         self.engine.listeners.append(self._watch_frame)
+        from .policed import PolicedInput  # core catalogue: every frame judged before proton sees it
+
+        self.policed = PolicedInput(self)
 
     @property
     def done(self) -> bool:
@@ -100,7 +105,7 @@ class BrokerConnection:
             data = result.passthrough
             if not data:
                 return
-        self.engine.receive_data(data)
+        self.policed.receive_data(data)
         self.broker.handle(self)
 
     def receive_eof(self) -> None:
@@ -112,7 +117,7 @@ class BrokerConnection:
     def data_to_send(self) -> bytes:
         """Everything waiting to be written to the client."""
         if self.sasl.done:
-            self._out += self.engine.data_to_send()
+            self._out += self.broker.encode_outbound(self.engine.data_to_send())
         data = bytes(self._out)
         self._out.clear()
         return data
@@ -147,6 +152,11 @@ class Broker(UmRules):
         self.lock = threading.RLock()
         self.failing_transforms: set[str] = set()  # nodes whose UM transformer yields null
         self.init_um()  # ACL, provoked faults, transactions (um_rules.py)
+        self.withheld_credit: set[str] = set()  # nodes whose publishers get no credit (admin provocation)
+        self.provoked_outcomes: dict[str, str] = {}  # node -> outcome every publish gets (admin provocation)
+        self.undeliverable: dict[tuple[int, str], set[int]] = {}  # (connection, link) -> EIDs not to send there
+        self.second_pending: set[tuple[int, str, bytes]] = set()  # accepted, awaiting the publisher's settle
+        self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection."""
@@ -162,6 +172,9 @@ class Broker(UmRules):
         self.transactions.abandon(connection)
         if connection in self.connections:
             self.connections.remove(connection)
+        # per-connection outcome state (undeliverable-here, settle-second) goes with the connection
+        self.undeliverable = {k: v for k, v in self.undeliverable.items() if k[0] != id(connection)}
+        self.second_pending = {k for k in self.second_pending if k[0] != id(connection)}
 
     # -- events --------------------------------------------------------------------------------------
 
@@ -198,7 +211,8 @@ class Broker(UmRules):
             self._open_consumer(connection, link)
         else:
             link.open()
-            link.flow(PUBLISHER_CREDIT)
+            if (link.remote_target.address or "") not in self.withheld_credit:
+                link.flow(PUBLISHER_CREDIT)
 
     def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
         address = link.remote_source.address or ""
@@ -265,6 +279,15 @@ class Broker(UmRules):
                 link.advance()
                 connection.refused.discard(key)
             return
+        if delivery.aborted:  # 2.6.14: discard what arrived; the delivery still used a credit
+            delivery.settle()
+            return
+        second_key = (id(connection), link.name, key[1])
+        if second_key in self.second_pending:  # rcv-settle-mode second: we settle once the publisher has
+            if delivery.settled:
+                self.second_pending.discard(second_key)
+                delivery.settle()
+            return
         multi_frame = connection.was_multi_frame(delivery)
         if multi_frame and self.policy.partial_delivery == "reject":
             # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal
@@ -273,6 +296,10 @@ class Broker(UmRules):
             self.refuse_delivery(link, delivery, error)
             return
         if delivery.partial:
+            if (link.remote_target.address or "") in self.reports_received:  # 3.4.1: how much has arrived
+                delivery.local.section_number = 0
+                delivery.local.section_offset = delivery.pending
+                delivery.update(Delivery.RECEIVED)
             return  # wait for the rest
         encoded = link.recv(delivery.pending)
         link.advance()
@@ -288,16 +315,27 @@ class Broker(UmRules):
         elif txn_id is not None:
             self.publish_transactional(delivery, txn_id, address, encoded)  # Accepted/Publishing row 6
         else:
-            self._publish(delivery, address, encoded)
-        if link.credit < PUBLISHER_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
+            self._publish(link, delivery, address, encoded, second_key)
+        if link.credit < PUBLISHER_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE \
+                and address not in self.withheld_credit:
             link.flow(PUBLISHER_CREDIT - link.credit)
 
-    def _publish(self, delivery: Delivery, address: str, encoded: bytes) -> None:
+    def _publish(self, link: Link, delivery: Delivery, address: str, encoded: bytes,
+                 second_key: tuple[int, str, bytes]) -> None:
         node = self.live_node(address)
         assert node is not None
+        provoked = self.provoked_outcomes.get(address)
+        if provoked is not None and not delivery.settled:  # core.outcomes: the broker refuses as told
+            give_provoked(delivery, provoked, settle=not self.settles_second(link))
+            if self.settles_second(link):
+                self.second_pending.add(second_key)
+            return
         node.publish(encoded)
         if delivery.settled:
             delivery.settle()  # pre-settled by the publisher: no further action, no disposition
+        elif self.settles_second(link):
+            delivery.update(Delivery.ACCEPTED)  # 2.6.12 / 003 exactly-once: the sender settles first
+            self.second_pending.add(second_key)
         else:
             self._settle(delivery, Delivery.ACCEPTED)
 
@@ -319,9 +357,9 @@ class Broker(UmRules):
             return
         if self.um_consumer_disposition(consumer, delivery, outstanding):
             return  # transactional, or a durable ACK that failed (um_rules.py)
-        state = delivery.remote_state
-        if state == Delivery.RECEIVED:
-            return  # non-terminal: nothing to do yet
+        state = self.terminal_state(delivery.remote_state)
+        if state is None:
+            return  # non-terminal (received, 3.4.1): nothing to do yet
         subscription = outstanding.subscription
         if state == 0:
             # no state: the source's default outcome, accepted (UM 10.11 Accepted/Subscription row 1)
@@ -330,9 +368,7 @@ class Broker(UmRules):
             subscription.acknowledge(outstanding.message.eid)
             answer = state
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
-            if state == Delivery.MODIFIED and delivery.remote.failed:
-                outstanding.message.delivery_count += 1
-            subscription.requeue(outstanding.message.eid)
+            self._redeliver(connection, consumer, outstanding, state, Modification.of(delivery))
             answer = state
         else:
             return
@@ -349,7 +385,7 @@ class Broker(UmRules):
             for consumer in connection.consumers.values():
                 link = consumer.link
                 while link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
-                    message = self.take_for(consumer)
+                    message = self.take_for(consumer, self.undeliverable.get((id(connection), link.name), ()))
                     if message is None:
                         break
                     delivery = link.delivery(self.delivery_tag(consumer.node, message))
@@ -391,6 +427,51 @@ class Broker(UmRules):
     def keeps_durable_on_detach(self) -> bool:
         """Whether a durable subscription outlives a detach with closed=false (it must)."""
         return True
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        """Released or modified (3.4.4, 3.4.5): rewrite the stored message as the outcome asks, requeue it."""
+        message = outstanding.message
+        failed = self.counts_as_failed(state, modification)
+        annotations = modification.annotations if self.merges_annotations() else None
+        message.encoded = redelivery_bytes(message.encoded, failed, annotations)
+        if failed:
+            message.delivery_count += 1
+        if modification.undeliverable_here and self.honours_undeliverable_here():
+            self.undeliverable.setdefault((id(connection), consumer.link.name), set()).add(message.eid)
+        outstanding.subscription.requeue(message.eid)
+
+    def counts_as_failed(self, state: int, modification: Modification) -> bool:
+        """Whether an outcome increments the message's delivery-count: only modified with delivery-failed."""
+        return state == Delivery.MODIFIED and modification.delivery_failed
+
+    def honours_undeliverable_here(self) -> bool:
+        """Whether modified with undeliverable-here keeps the message from that link (it must, 3.4.5)."""
+        return True
+
+    def merges_annotations(self) -> bool:
+        """Whether modified's message-annotations are merged into the redelivered message (they must, 3.4.5)."""
+        return True
+
+    def settles_second(self, link: Link) -> bool:
+        """Whether, receiving on ``link``, the broker waits for the sender to settle before it settles
+        (receiver settle mode second, 2.8.3; the exactly-once ordering of 003)."""
+        return link.rcv_settle_mode == Link.RCV_SECOND
+
+    def answer_violation(self, violation: Violation) -> Violation | None:
+        """How bad input is answered: as the guard found it, with the condition the specification names.
+
+        None lets proton take the frame as if it were good.
+        """
+        return violation
+
+    def terminal_state(self, state: int) -> int | None:
+        """The outcome a consumer's remote state stands for; None for the non-terminal received (3.4.1)."""
+        return None if state == Delivery.RECEIVED else state
+
+    def encode_outbound(self, data: bytes) -> bytes:
+        """The bytes proton encoded, as written to the client (unchanged: proton's encoding is the reference's)."""
+        return data
 
 
 def _version() -> str:

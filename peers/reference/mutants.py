@@ -6,14 +6,16 @@ mutant, and the project's own tests assert which cases fail. Each mutant names t
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from proton import Condition, Data, Delivery, Described, Link, symbol, ulong
 
-from ..frames import Frame, FrameSplitter, encode_frame
+from ..frames import Frame, FrameSplitter, FramingError, encode_frame
+from ..rawframes import RawContext, frame_bytes
 from .broker import Broker, BrokerConnection, Policy
+from .guard import Violation
+from .outcomes import Modification
 from .store import Node, StoredMessage
 
 
@@ -220,6 +222,53 @@ class AnswersStatelessWithReleased(Broker):
 
 class RejectsPartialUnderCore(Broker):
     """Rejects multi-frame deliveries whatever the expectation set (core requires accepting them)."""
+# -- core AMQP 1.0 catalogue (issue 4): one mutant (at least) per family of core.* and wire.* -----------
+
+
+class NeverPresettles(Broker):
+    """Sends every delivery unsettled, even on a link whose receiver asked for sender settle mode SETTLED."""
+
+    def presettles(self, link: Link) -> bool:
+        return False
+
+
+class SettlesFirstUnderSecond(Broker):
+    """As receiver under receiver settle mode SECOND, settles at once instead of after the sender."""
+
+    def settles_second(self, link: Link) -> bool:
+        return False
+
+
+class CountsReleaseAsFailure(Broker):
+    """Increments the delivery-count on every redelivery, released and modified alike."""
+
+    def counts_as_failed(self, state: int, modification: Modification) -> bool:
+        return True
+
+
+class ForgetsUndeliverableHere(Broker):
+    """Redelivers a message modified with undeliverable-here to the same link."""
+
+    def honours_undeliverable_here(self) -> bool:
+        return False
+
+
+class IgnoresMessageAnnotations(Broker):
+    """Drops the message-annotations of a modified outcome."""
+
+    def merges_annotations(self) -> bool:
+        return False
+
+
+class TreatsReceivedAsTerminal(Broker):
+    """Takes the non-terminal received state for accepted."""
+
+    def terminal_state(self, state: int) -> int | None:
+        return Delivery.ACCEPTED if state == Delivery.RECEIVED else state
+
+
+class RejectsMultiFrameUnderCore(Broker):
+    """Refuses multi-frame deliveries whatever the expectation set (as UM does)."""
 
     def policy_for(self, expectation_set: str) -> Policy:
         return Policy(partial_delivery="reject")
@@ -324,19 +373,6 @@ class _Forgetful(set):
         return None
 
 
-class List32Disposition(RewritingBroker):
-    """Sends every disposition's field list as a list32 (0xd0) where proton chose list8 (0xc0)."""
-
-    def rewrite(self, frame: Frame) -> bytes:
-        body = frame.raw[frame.raw[4] * 4:]
-        if frame.performative != "disposition" or body[3:4] != b"\xc0":
-            return frame.raw
-        size, count, rest = body[4], body[5], body[6:]
-        del size  # list8: size and count are one byte each; list32 widens both to four
-        widened = body[:3] + b"\xd0" + struct.pack(">II", len(rest) + 4, count) + rest
-        return _reframe(frame, widened)
-
-
 class SmalluintDispositionFirst(RewritingBroker):
     """Encodes a disposition's ``first`` of 0 as smalluint (0x52 0x00) where the seed has uint0 (0x43)."""
 
@@ -383,8 +419,6 @@ MUTANTS.update({m.name: m for m in (
     Mutant("ignores-null-transformer", "stores and accepts a message its transformer turned to null",
            "000 Accepted: Publishing Mapping row 2 (rejected, amqp:precondition-failed, nothing stored)",
            IgnoresNullTransformer),
-    Mutant("list32-disposition", "encodes a disposition's fields as list32",
-           "002 the disposition byte walk-through (list8, 0xc0, of 9 bytes)", List32Disposition),
     Mutant("smalluint-disposition-first", "encodes a disposition's first=0 as smalluint",
            "002 the disposition byte walk-through (first 0 as uint0, 0x43)", SmalluintDispositionFirst),
     Mutant("unsettled-consumer-answer", "answers a subscriber's accepted without settling",
@@ -394,3 +428,79 @@ MUTANTS.update({m.name: m for m in (
            "000 Accepted: Publishing Mapping rows 4, 5 (accepted and settled); 002 (settled true)",
            LeavesPublishAnswerUnsettled),
 )})
+class WrongFramingCondition(Broker):
+    """Answers framing errors with amqp:decode-error."""
+
+    def answer_violation(self, violation: Violation) -> Violation | None:
+        if violation.condition == "amqp:connection:framing-error":
+            return replace(violation, condition="amqp:decode-error")
+        return violation
+
+
+class ClosesOnUnattachedHandle(Broker):
+    """Closes the whole connection with amqp:invalid-field for a frame on an unattached handle (as proton does)."""
+
+    def answer_violation(self, violation: Violation) -> Violation | None:
+        if violation.condition == "amqp:session:unattached-handle":
+            return replace(violation, scope="connection", condition="amqp:invalid-field")
+        return violation
+
+
+class TakesTransfersWithoutCredit(Broker):
+    """Lets proton take a transfer for which no credit was granted."""
+
+    def answer_violation(self, violation: Violation) -> Violation | None:
+        return None if violation.condition == "amqp:link:transfer-limit-exceeded" else violation
+
+
+class List32Dispositions(Broker):
+    """Writes dispositions as list32 (0xd0) where the reference writes list8: the same values, other bytes."""
+
+    def encode_outbound(self, data: bytes) -> bytes:
+        return _rewrite_dispositions(data)
+
+
+def _rewrite_dispositions(data: bytes) -> bytes:
+    try:
+        frames = FrameSplitter("out").feed(data)
+    except FramingError:
+        return data
+    if sum(len(f.raw) for f in frames) != len(data):
+        return data  # not frame-aligned: leave it
+    out = []
+    for frame in frames:
+        if frame.performative == "disposition":
+            fields = {k: v for k, v in frame.fields.items() if v is not None}
+            out.append(frame_bytes({"performative": "disposition", "fields": fields, "channel": frame.channel},
+                                   RawContext()))  # proton.Data writes every list as list32
+        else:
+            out.append(frame.raw)
+    return b"".join(out)
+
+
+CORE_MUTANTS = (
+    Mutant("never-presettles", "sends unsettled even when the receiver asked for sender settle mode SETTLED",
+           "003 at-most-once; 2.7.3 snd-settle-mode (core.settlement.consume/at-most-once-consume)", NeverPresettles),
+    Mutant("settles-first-under-second", "as receiver, settles at once under receiver settle mode SECOND",
+           "003 exactly-once; 2.8.3 (core.settlement/exactly-once-publish)", SettlesFirstUnderSecond),
+    Mutant("counts-release-as-failure", "increments delivery-count on released and modified without delivery-failed",
+           "3.4.4, 3.4.5 (core.outcomes/released, modified-not-failed)", CountsReleaseAsFailure),
+    Mutant("forgets-undeliverable-here", "redelivers to the link that said undeliverable-here",
+           "3.4.5 undeliverable-here (core.outcomes/modified-undeliverable-here)", ForgetsUndeliverableHere),
+    Mutant("ignores-message-annotations", "drops modified's message-annotations",
+           "3.4.5 message-annotations (core.outcomes/modified-annotations)", IgnoresMessageAnnotations),
+    Mutant("treats-received-as-terminal", "takes received for accepted and settles",
+           "3.4.1 received is not terminal (core.outcomes/received)", TreatsReceivedAsTerminal),
+    Mutant("rejects-multi-frame-under-core", "refuses multi-frame deliveries under core",
+           "2.6.14; 004 pn_delivery_partial (core.transfer/multi-frame-in)", RejectsMultiFrameUnderCore),
+    Mutant("wrong-framing-condition", "answers framing errors with amqp:decode-error",
+           "2.3.1, 2.7.1, 2.8.16 framing-error (core.errors framing rows)", WrongFramingCondition),
+    Mutant("closes-on-unattached-handle", "closes the connection with invalid-field for an unattached handle",
+           "2.7.4, 2.8.17 unattached-handle (core.errors/*-unattached-handle)", ClosesOnUnattachedHandle),
+    Mutant("takes-transfers-without-credit", "accepts a transfer sent with no link credit",
+           "2.6.7, 2.8.18 transfer-limit-exceeded (core.errors/transfer-without-credit)", TakesTransfersWithoutCredit),
+    Mutant("list32-dispositions", "encodes dispositions as list32 instead of list8 (same decoded values)",
+           "002 byte walk-through; 2.7.6 (wire.disposition/accepted, wire.performatives/broker-disposition-*)",
+           List32Dispositions),
+)
+MUTANTS.update({m.name: m for m in CORE_MUTANTS})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from proton import UNDESCRIBED, Array, Data, symbol
 
 from ..frames import (
+    AMQP_HEADER,
     FRAME_TYPE_SASL,
     SASL_HEADER,
     Frame,
@@ -67,6 +68,14 @@ class SaslServer:
         if self.done:
             result.passthrough = data
             return result
+        if not self._header_seen and self._splitter.buffered + len(data) >= 8:
+            start = (bytes(self._splitter._buffer) + data)[:8]
+            if start not in (SASL_HEADER, AMQP_HEADER):
+                # 2.2: a protocol header we do not support is answered with one we do, then the socket closes
+                self._emit(result, SASL_HEADER)
+                result.frames_in.append(Frame("in", 0, -1, "unknown-header", {}, b"", start))
+                result.close = True
+                return result
         try:
             frames = self._splitter.feed(data)
         except FramingError:

@@ -18,6 +18,7 @@ Methods in the last section are the behaviours mutants (:mod:`mutants`) replace,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from proton import Condition, Delivery, Described, Endpoint, Link, Message, Terminus, symbol
@@ -158,13 +159,19 @@ class UmRules:
         text = selector_text(_filter_map(link))
         return None if text is None else parse(text)
 
-    def take_for(self, consumer: Consumer) -> StoredMessage | None:
-        """The next message for ``consumer``: the oldest pending one its selector (if any) selects."""
+    def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
+        """The next message for ``consumer``: the oldest pending one its selector (if any) selects, skipping
+        the EIDs in ``excluded`` (modified undeliverable-here on this link, AMQP 1.0 3.4.5)."""
         selector = getattr(consumer, "selector", None)
         subscription: Subscription = consumer.subscription
-        if selector is None:
-            return subscription.take()
+        skip = set(excluded)
         for message in list(subscription.pending):
+            if message.eid in skip:
+                continue
+            if selector is None:
+                subscription.pending.remove(message)
+                subscription.outstanding[message.eid] = message
+                return message
             decoded = Message()
             decoded.decode(message.encoded)
             if selector.matches(message_env(decoded)):

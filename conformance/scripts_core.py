@@ -1,0 +1,371 @@
+"""Scripts of the core catalogue: settlement orderings, delivery states and transfers, both directions.
+
+Three generic, data-driven scripts (a row's ``given`` says what to do; the script observes, never judges):
+
+- :func:`run_consume`: the broker sends; the peer applies the row's outcome (any delivery state, with its
+  fields, to one delivery or a range, settled or not), then watches what the broker answers and what it
+  delivers next on that link and to a fresh consumer;
+- :func:`run_produce`: the peer sends; the broker decides (or is told by its admin) the outcome, under the
+  row's settle modes; the peer settles second where the broker settles second;
+- :func:`run_transfer`: multi-frame, aborted and re-tagged deliveries, seen frame by frame on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.peer import ExpectationFailed, ReceivedDelivery, ScriptedPeer
+from amqp_conformance.peers.rawframes import RawContext, frame_bytes
+from proton import Condition, Delivery, Message, Receiver, symbol
+
+from .context import CaseContext, SetupFailed, open_session, setup_step
+from .scripts import _our_channel, remaining_on_node
+
+OUTCOMES = ("accepted", "rejected", "released", "modified", "received", "none")
+ORIGINAL_ANNOTATIONS = {symbol("x-opt-origin"): "publisher"}
+PROTON_STATES = {"accepted": Delivery.ACCEPTED, "rejected": Delivery.REJECTED, "released": Delivery.RELEASED,
+                 "modified": Delivery.MODIFIED, "received": Delivery.RECEIVED}
+
+
+def allows_nothing(pattern: Any) -> bool:
+    """True when a pattern is satisfied by nothing arriving: absent, an empty list, or a @one-of offering one."""
+    if pattern is None or pattern == [] or pattern == {"@present": False}:
+        return True
+    if isinstance(pattern, dict) and set(pattern) == {"@one-of"}:
+        return any(allows_nothing(option) for option in pattern["@one-of"])
+    return False
+
+
+def wait_for(ctx: CaseContext, observation: str) -> float:
+    """How long to watch for ``observation``: the quiet time when nothing arriving would satisfy the row,
+    else the time-out (a script never waits the full time-out for a frame that may rightly never come)."""
+    return ctx.quiet if allows_nothing(ctx.expected.get(observation)) else ctx.timeout
+
+
+def message_seen(received: ReceivedDelivery | None) -> dict[str, Any] | None:
+    """A received message as judged: body, header delivery-count, message-annotations (keys as text)."""
+    if received is None:
+        return None
+    message = received.message
+    annotations = {str(k): v for k, v in (message.annotations or {}).items()}
+    return {"body": message.body, "delivery-count": message.delivery_count or 0, "annotations": annotations,
+            "settled": bool(received.transfer.fields.get("settled"))}
+
+
+def disposition_seen(frame: Frame | None) -> dict | None:
+    """A disposition as judged, with the specification's defaults applied (settled absent is false, 2.7.6)."""
+    if frame is None:
+        return None
+    fields = frame.fields
+    return {"role": fields.get("role"), "first": fields.get("first"), "last": fields.get("last"),
+            "settled": bool(fields.get("settled")), "state": fields.get("state")}
+
+
+def attach_seen(frame: Frame) -> dict[str, Any]:
+    """The settle modes of the broker's attach."""
+    return {"snd-settle-mode": frame.fields.get("snd-settle-mode"),
+            "rcv-settle-mode": frame.fields.get("rcv-settle-mode")}
+
+
+def broker_dispositions(peer: ScriptedPeer, since: int, role: str) -> list[dict]:
+    """Every disposition the broker sent after ``since`` (as judged)."""
+    return [disposition_seen(f) for f in peer.frames[since:]
+            if f.direction == "in" and f.performative == "disposition" and f.fields.get("role") == role]
+
+
+def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0) -> None:
+    """Set-up: publish m1..m<count> (with a message annotation of their own) and require each accepted."""
+    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node)
+    for index in range(1, count + 1):
+        body = f"m{index}" if not size else "x" * size
+        message = Message(body=body, annotations=dict(ORIGINAL_ANNOTATIONS))
+        _, transfer = setup_step(f"publish m{index}", peer.send, sender, None, message=message)
+        frame = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
+        state = (frame.fields.get("state") or {}).get("@type") if frame else None
+        if state != "accepted":
+            raise SetupFailed(f"set-up step 'publish m{index}': the broker answered {state or 'nothing'}")
+    sender.close()
+
+
+def _state_spec(given: dict[str, Any]) -> dict[str, Any] | None:
+    """The row's outcome as a raw-frame state (for range dispositions and dispositions with no state)."""
+    outcome = given["outcome"]
+    if outcome == "none":
+        return None
+    state: dict[str, Any] = {"@type": outcome}
+    if outcome == "rejected" and given.get("condition"):
+        state["error"] = {"@type": "error", "condition": given["condition"], "description": given.get("description"),
+                          "info": given.get("info")}
+    if outcome == "modified":
+        state.update({"delivery-failed": given["delivery_failed"], "undeliverable-here": given["undeliverable_here"],
+                      "message-annotations": given.get("annotations") or None})
+    if outcome == "received":
+        state.update({"section-number": given["section_number"], "section-offset": given["section_offset"]})
+    return state
+
+
+def _dispose(peer: ScriptedPeer, deliveries: list[ReceivedDelivery], given: dict[str, Any]) -> None:
+    """Apply the row's outcome: through proton for one delivery, as one raw frame for a range or no state."""
+    settle = given["settle"]
+    if given["outcome"] == "none" or len(deliveries) > 1:
+        spec = {"performative": "disposition", "fields": {
+            "role": "receiver", "first": deliveries[0].delivery_id,
+            "last": deliveries[-1].delivery_id if len(deliveries) > 1 else None, "settled": settle,
+            "state": _state_spec(given)}}
+        peer.send_raw(frame_bytes(spec, RawContext(channel=_our_channel(peer))))
+        return
+    delivery = deliveries[0].delivery
+    outcome = given["outcome"]
+    local = delivery.local
+    if outcome == "rejected" and given.get("condition"):
+        info = {symbol(k): v for k, v in (given.get("info") or {}).items()} or None
+        local.condition = Condition(given["condition"], given.get("description"), info)
+    if outcome == "modified":
+        local.failed = given["delivery_failed"]
+        local.undeliverable = given["undeliverable_here"]
+        if given.get("annotations"):
+            local.annotations = {symbol(k): v for k, v in given["annotations"].items()}
+    if outcome == "received":
+        local.section_number = given["section_number"]
+        local.section_offset = given["section_offset"]
+    delivery.update(PROTON_STATES[outcome])
+    if settle:
+        delivery.settle()
+    peer.pump(timeout=0)
+
+
+def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """The broker sends ``messages`` messages; the peer applies the row's outcome to the first ``range`` of
+    them. Observes ``broker_attach``, ``transfer`` (the first message as delivered), ``broker_dispositions``
+    (the broker's answer), ``after_accept`` (its answer to a later accept, when the row gives one),
+    ``next_on_link`` (what one more credit brings on the same link) and ``remaining`` (what a fresh
+    consumer gets once the link is closed)."""
+    observed: dict[str, Any] = {}
+    peer, session = open_session(ctx, "consumer")
+    publish(ctx, peer, session, given["messages"])
+    receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node,
+                                  rcv_settle_mode=given["rcv_settle_mode"], snd_settle_mode=given["snd_settle_mode"])
+    observed["broker_attach"] = attach_seen(attach)
+    count = max(1, given["range"])
+    since = peer.mark()
+    receiver.flow(count)
+    deliveries = [setup_step(f"receive message {i + 1}", peer.receive, receiver, since) for i in range(count)]
+    observed["transfer"] = message_seen(deliveries[0])
+    since = peer.mark()
+    _dispose(peer, deliveries, given)
+    peer.wait_for_disposition(deliveries[0].delivery_id, since, wait_for(ctx, "broker_dispositions"), role="sender")
+    peer.pump(timeout=0.05)
+    observed["broker_dispositions"] = broker_dispositions(peer, since, "sender")
+    observed["settled_offsets"] = settled_offsets(observed["broker_dispositions"], deliveries)
+    if given["then"] == "accept":
+        since = peer.mark()
+        peer.dispose(deliveries[0].delivery, "accepted", settle=given["settle"])
+        peer.wait_for_disposition(deliveries[0].delivery_id, since, wait_for(ctx, "after_accept"), role="sender")
+        observed["after_accept"] = broker_dispositions(peer, since, "sender")
+    for received in deliveries:
+        if received.delivery.settled:  # the broker settled: we settle too (no frame goes out)
+            received.delivery.settle()
+    observed["next_on_link"] = _next_on_link(ctx, peer, receiver)
+    since = peer.mark()
+    receiver.close()
+    peer.pump(lambda: peer.find("detach", since) is not None, ctx.timeout)
+    observed["remaining"] = remaining_on_node(ctx)
+    return observed
+
+
+def settled_offsets(dispositions: list[dict], deliveries: list[ReceivedDelivery]) -> list[int]:
+    """Which of ``deliveries`` (by position) the broker's dispositions settled, a range counting for each id."""
+    ids = [d.delivery_id for d in deliveries]
+    covered: set[int] = set()
+    for seen in dispositions:
+        if seen and seen.get("settled") and isinstance(seen.get("first"), int):
+            last = seen.get("last") if isinstance(seen.get("last"), int) else seen["first"]
+            covered |= {i for i, delivery_id in enumerate(ids) if seen["first"] <= delivery_id <= last}
+    return sorted(covered)
+
+
+def _next_on_link(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> dict[str, Any] | None:
+    since = peer.mark()
+    receiver.flow(1)
+    try:
+        following = peer.receive(receiver, since, timeout=wait_for(ctx, "next_on_link"))
+    except ExpectationFailed:
+        return None
+    seen = message_seen(following)
+    peer.dispose(following.delivery, "accepted", settle=True)
+    return seen
+
+
+def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """The peer sends ``transfers`` (settled or unsettled) under the row's settle modes; the broker decides
+    (``provocation``: its admin makes it reject, release or modify). Observes ``broker_attach``,
+    ``dispositions`` (per transfer, the broker's first disposition or nothing), ``progress`` (the first and
+    last disposition of the first unsettled transfer, when the row expects it), ``ordering`` (settle modes,
+    the broker's first disposition and what it sent after the peer settled), and ``stored``. ``size``: the
+    body's length (0: the bodies are m1, m2, ...)."""
+    observed: dict[str, Any] = {}
+    if given["provocation"] != "none":
+        ctx.admin.provoke(given["provocation"], ctx.node)
+    peer, session = open_session(ctx, "producer")
+    sender, attach = setup_step("attach producer", peer.attach_sender, session, ctx.node,
+                                snd_settle_mode=given["snd_settle_mode"], rcv_settle_mode=given["rcv_settle_mode"])
+    observed["broker_attach"] = attach_seen(attach)
+    dispositions: list[dict | None] = []
+    first_unsettled: tuple[Delivery, int] | None = None
+    for index, kind in enumerate(given["transfers"]):
+        since = peer.mark()
+        body = "x" * given["size"] if given["size"] else f"m{index + 1}"
+        delivery, transfer = setup_step(f"send m{index + 1}", peer.send, sender, body, settled=(kind == "settled"))
+        delivery_id = transfer.fields["delivery-id"]
+        wait = ctx.quiet if kind == "settled" else ctx.timeout
+        frame = peer.wait_for_disposition(delivery_id, since, wait, role="receiver")
+        dispositions.append(disposition_seen(frame))
+        if kind == "unsettled" and first_unsettled is None:
+            first_unsettled = (delivery, delivery_id)
+    observed["dispositions"] = dispositions
+    if first_unsettled is not None and "progress" in ctx.expected:
+        observed["progress"] = _progress(ctx, peer, first_unsettled[1])
+    ordering: dict[str, Any] = {"rcv-settle-mode": observed["broker_attach"]["rcv-settle-mode"],
+                                "broker-first": dispositions[0] if dispositions else None, "after-peer-settled": []}
+    if first_unsettled is not None:
+        delivery, delivery_id = first_unsettled
+        since = peer.mark()
+        if not delivery.settled:
+            delivery.settle()  # the sender settles once it has the receiver's terminal state (or at once)
+            peer.pump(timeout=0)
+        peer.pump(timeout=ctx.quiet)
+        ordering["after-peer-settled"] = broker_dispositions(peer, since, "receiver")
+    observed["ordering"] = ordering
+    sender.close()
+    observed["stored"] = abbreviated(remaining_on_node(ctx))
+    return observed
+
+
+def abbreviated(bodies: list[Any]) -> list[Any]:
+    """Message bodies as the tables name them: long ones as ``<N bytes>``."""
+    return [b if len(str(b)) <= 16 else f"<{len(b)} bytes>" for b in bodies]
+
+
+def _progress(ctx: CaseContext, peer: ScriptedPeer, delivery_id: int) -> dict[str, Any]:
+    """The broker's first and last disposition of one delivery (waiting for a settled one to be the last)."""
+    def covering() -> list[Frame]:
+        return [f for f in peer.frames if f.direction == "in" and f.performative == "disposition"
+                and f.fields.get("role") == "receiver" and isinstance(f.fields.get("first"), int)
+                and f.fields["first"] <= delivery_id <= (f.fields.get("last") if f.fields.get("last") is not None
+                                                         else f.fields["first"])]
+
+    peer.pump(lambda: any(f.fields.get("settled") for f in covering()), ctx.timeout)
+    frames = covering()
+    return {"first": disposition_seen(frames[0]) if frames else None,
+            "last": disposition_seen(frames[-1]) if frames else None, "count": len(frames)}
+
+
+def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Deliveries seen frame by frame. ``kind``:
+
+    - ``multi-frame-in``: the peer sends a ``size``-byte body, which proton splits at the broker's
+      max-frame-size; observes ``frames`` (the peer's transfer frames), ``dispositions``, ``stored``;
+    - ``multi-frame-out``: the broker sends such a message to a peer that announced a 512-byte
+      max-frame-size; observes ``frames`` (the broker's transfer frames) and ``intact``;
+    - ``aborted-in``: the peer sends the first part of m1, aborts it, then sends m2 whole; observes
+      ``frames``, ``dispositions`` (for m1, m2) and ``stored``;
+    - ``tag-reuse``: the peer sends m1 and m2 with the same tag, m2 only after m1 is settled (a tag need
+      only be unique among unsettled deliveries); observes ``dispositions`` and ``stored``;
+    - ``whole``: one unsettled message in one frame; observes ``shape``, ``dispositions``, ``stored``;
+    - ``buffered-until-credit``: m1 waits on the node while the peer's receiving link has no credit;
+      observes ``before_credit`` (transfers seen in the quiet time) and ``after_credit`` (the message
+      once one credit is granted).
+    """
+    kind = given["kind"]
+    if kind == "multi-frame-out":
+        return _multi_frame_out(ctx, given)
+    if kind == "buffered-until-credit":
+        return _buffered_until_credit(ctx)
+    observed: dict[str, Any] = {}
+    peer, session = open_session(ctx, "transfer")
+    sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node)
+    since = peer.mark()
+    ids: list[int] = []
+    if kind == "multi-frame-in":
+        _, transfer = setup_step("send the large message", peer.send, sender, "x" * given["size"])
+        ids.append(transfer.fields["delivery-id"])
+    elif kind == "aborted-in":
+        encoded = Message(body="m1").encode()
+        delivery = setup_step("send first part", peer.send_partial, sender, encoded[: len(encoded) // 2], b"abort-me")
+        delivery.abort()
+        peer.pump(lambda: peer.find("transfer", since, direction="out", aborted=True) is not None, ctx.timeout)
+        first = peer.find("transfer", since, direction="out")
+        ids.append(first.fields["delivery-id"])
+        _, transfer = setup_step("send m2", peer.send, sender, "m2")
+        ids.append(transfer.fields["delivery-id"])
+    elif kind == "whole":
+        _, transfer = setup_step("send m1", peer.send, sender, "m1")
+        ids.append(transfer.fields["delivery-id"])
+    elif kind == "tag-reuse":
+        for body in ("m1", "m2"):
+            _, transfer = setup_step(f"send {body}", peer.send, sender, body, tag=b"same-tag")
+            ids.append(transfer.fields["delivery-id"])
+            peer.wait_for_disposition(ids[-1], since, ctx.timeout, role="receiver")
+    observed["shape"] = shape([f for f in peer.frames[since:] if f.direction == "out" and f.performative == "transfer"])
+    dispositions = []
+    for delivery_id in ids:
+        frame = peer.wait_for_disposition(delivery_id, since, wait_for(ctx, "dispositions") if kind != "aborted-in"
+                                          or delivery_id != ids[0] else ctx.quiet, role="receiver")
+        dispositions.append(disposition_seen(frame))
+    observed["dispositions"] = dispositions
+    observed["stored"] = abbreviated(remaining_on_node(ctx))
+    return observed
+
+
+def shape(frames: list[Frame], limit: int | None = None) -> dict[str, Any] | None:
+    """How the first delivery among ``frames`` crossed the wire (2.6.14, 2.7.5; 004 pn_delivery_partial):
+    how many transfer frames, whether ``more`` was set on all but the last, whether continuation frames
+    repeat (or omit) the first frame's delivery-id, whether the last frame aborted it, and whether every
+    frame fits ``limit`` (the receiver's max-frame-size)."""
+    if not frames:
+        return None
+    first: list[Frame] = []
+    for frame in frames:
+        first.append(frame)
+        if not frame.fields.get("more") or frame.fields.get("aborted"):
+            break
+    first_id = first[0].fields.get("delivery-id")
+    return {
+        "frames": len(first),
+        "more-until-last": all(f.fields.get("more") for f in first[:-1]) and not first[-1].fields.get("more"),
+        "continuations-consistent": all(f.fields.get("delivery-id") in (None, first_id) for f in first[1:]),
+        "aborted": bool(first[-1].fields.get("aborted")),
+        "multi-frame": len(first) > 1,
+        "within-max-frame-size": limit is None or max(len(f.raw) for f in first) <= limit,
+    }
+
+
+def _buffered_until_credit(ctx: CaseContext) -> dict[str, Any]:
+    peer, session = open_session(ctx, "consumer")
+    publish(ctx, peer, session, 1)
+    since = peer.mark()
+    receiver, _ = setup_step("attach consumer", peer.attach_receiver, session, ctx.node)
+    peer.pump(timeout=ctx.quiet)
+    before = len([f for f in peer.frames[since:] if f.direction == "in" and f.performative == "transfer"])
+    since = peer.mark()
+    receiver.flow(1)
+    try:
+        received = peer.receive(receiver, since, timeout=ctx.timeout)
+    except ExpectationFailed:
+        return {"before_credit": before, "after_credit": None}
+    peer.dispose(received.delivery, "accepted", settle=True)
+    return {"before_credit": before, "after_credit": message_seen(received)}
+
+
+def _multi_frame_out(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    peer, session = open_session(ctx, "publisher")
+    publish(ctx, peer, session, 1, size=given["size"])
+    small, small_session = open_session(ctx, "small-frames", max_frame_size=512)
+    since = small.mark()
+    receiver, _ = setup_step("attach consumer", small.attach_receiver, small_session, ctx.node, credit=1)
+    received = setup_step("receive the large message", small.receive, receiver, since)
+    small.dispose(received.delivery, "accepted", settle=True)
+    frames = [f for f in small.frames[since:] if f.direction == "in" and f.performative == "transfer"]
+    return {"shape": shape(frames, 512), "intact": received.message.body == "x" * given["size"]}
+

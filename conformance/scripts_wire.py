@@ -1,0 +1,140 @@
+"""The wire-performatives scenario: one fixed exchange, every performative and delivery state captured both ways.
+
+The exchange is deterministic (fixed container-id, link names, node, tags, message bodies), so the bytes
+our peer writes, and those of a broker that encodes as the reference does, are the same on every run. A row
+names one captured frame (``given.frame``) and the side that wrote it; the script observes its decoded
+fields, its performative bytes (frame body without payload, hex) and its encoding form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.peer import ScriptedPeer
+from proton import Condition, Delivery, symbol
+
+from .context import CaseContext, SetupFailed, setup_step
+
+NODE = "conformance.wire"  # after the profile's node prefix
+FRAMES = ("open", "begin", "attach-sender", "attach-receiver", "flow", "transfer", "disposition-accepted",
+          "disposition-rejected", "disposition-released", "disposition-modified", "disposition-received",
+          "detach", "end", "close")
+LIST_FORMS = {0x45: "list0", 0xC0: "list8", 0xD0: "list32"}
+
+
+def body_bytes(frame: Frame) -> bytes:
+    """The performative's bytes: the frame body after the (extended) header, without the payload."""
+    body = frame.raw[frame.raw[4] * 4:]
+    return body[: len(body) - frame.payload_len] if frame.payload_len else body
+
+
+def encoding_form(frame: Frame | None) -> dict[str, str] | None:
+    """How the performative is encoded (1.5, 1.6.22-1.6.24): numeric or symbolic descriptor; list form."""
+    if frame is None:
+        return None
+    body = body_bytes(frame)
+    if body[:2] == b"\x00\x53":
+        descriptor, rest = "smallulong", body[3:]
+    elif body[:2] == b"\x00\x80":
+        descriptor, rest = "ulong", body[10:]
+    elif body[:2] in (b"\x00\xa3", b"\x00\xb3"):
+        size = body[2] if body[1] == 0xA3 else int.from_bytes(body[2:6], "big")
+        start = 3 if body[1] == 0xA3 else 6
+        descriptor, rest = "symbol", body[start + size:]
+    else:
+        return {"descriptor": f"unknown 0x{body[:2].hex()}", "list": "unknown"}
+    return {"descriptor": descriptor, "list": LIST_FORMS.get(rest[0], f"0x{rest[0]:02x}") if rest else "none"}
+
+
+def _exchange(ctx: CaseContext) -> ScriptedPeer:
+    """Run the fixed exchange; returns the peer with every frame captured."""
+    peer = setup_step("connect", ctx.peer, "wire", container_id="amqp-conformance-wire")
+    setup_step("open", peer.open)
+    session = setup_step("begin", peer.begin)
+    node = ctx.node_prefix + NODE
+    sender, _ = setup_step("attach sender", peer.attach_sender, session, node, name="wire-sender")
+    for index in range(1, 6):
+        _, transfer = setup_step(f"send m{index}", peer.send, sender, f"m{index}", tag=f"w{index}".encode())
+        peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
+    receiver, _ = setup_step("attach receiver", peer.attach_receiver, session, node, name="wire-receiver", credit=5)
+    since = peer.mark()
+    received = [setup_step(f"receive m{i}", peer.receive, receiver, since) for i in range(1, 6)]
+    accepted, rejected, released, modified, progressed = (r.delivery for r in received)
+    accepted.update(Delivery.ACCEPTED)
+    rejected.local.condition = Condition("amqp:invalid-field", "wire test")
+    rejected.update(Delivery.REJECTED)
+    released.update(Delivery.RELEASED)
+    modified.local.failed = True
+    modified.local.undeliverable = True
+    modified.local.annotations = {symbol("x-opt-wire"): "v"}
+    modified.update(Delivery.MODIFIED)
+    progressed.local.section_number = 0
+    progressed.local.section_offset = 2
+    progressed.update(Delivery.RECEIVED)
+    for received_delivery in received[:4]:  # the terminal ones; received (3.4.1) gets no answer
+        peer.wait_for_disposition(received_delivery.delivery_id, since, ctx.timeout, role="sender")
+    progressed.update(Delivery.ACCEPTED)
+    peer.wait_for_disposition(received[-1].delivery_id, peer.mark(), ctx.timeout, role="sender")
+    for delivery in (accepted, rejected, released, modified, progressed):
+        delivery.settle()
+    sender.close()
+    receiver.close()
+    peer.pump(lambda: len([f for f in peer.frames if f.direction == "in" and f.performative == "detach"]) >= 2)
+    session.close()
+    peer.pump(lambda: peer.find("end") is not None)
+    peer.close()
+    _drain(ctx)
+    return peer
+
+
+def _drain(ctx: CaseContext) -> None:
+    """Take what the exchange left on the node (the released and modified messages), for the next row."""
+    from .scripts import collect
+
+    cleaner = setup_step("connect", ctx.peer, "wire-cleanup")
+    setup_step("open", cleaner.open)
+    session = setup_step("begin", cleaner.begin)
+    receiver, _ = setup_step("attach cleaner", cleaner.attach_receiver, session, ctx.node_prefix + NODE, credit=20)
+    collect(ctx, cleaner, receiver)
+
+
+def pick(peer: ScriptedPeer, direction: str, label: str) -> Frame | None:
+    """The frame ``label`` names among those captured in ``direction`` ("out": our peer's; "in": the broker's).
+
+    Dispositions are those of the consuming link: ours as receiver, the broker's answers as sender.
+    """
+    frames = [f for f in peer.frames if f.direction == direction]
+    if label.startswith("attach-"):
+        name = "wire-sender" if label == "attach-sender" else "wire-receiver"
+        return next((f for f in frames if f.performative == "attach" and f.fields.get("name") == name), None)
+    if label.startswith("disposition-"):
+        state, role = label.split("-", 1)[1], "sender" if direction == "in" else "receiver"
+        return next((f for f in frames if f.performative == "disposition" and f.fields.get("role") == role
+                     and (f.fields.get("state") or {}).get("@type") == state), None)
+    if label == "flow":
+        return next((f for f in frames if f.performative == "flow" and f.fields.get("handle") is not None), None)
+    return next((f for f in frames if f.performative == label), None)
+
+
+_EXCHANGES: dict[str, ScriptedPeer] = {}
+
+
+def run_wire_performatives(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Observe ``decoded``, ``bytes`` and ``form`` of the frame the row names.
+
+    The exchange runs once per broker (by URL) and its frames serve every row, so 27 rows cost one
+    exchange; each row's frame log shows that exchange.
+    """
+    peer = _EXCHANGES.get(ctx.address.url)
+    if peer is None:
+        peer = _EXCHANGES[ctx.address.url] = _exchange(ctx)
+    elif peer not in ctx.peers:
+        ctx.peers.append(peer)
+    frame = pick(peer, "in" if given["side"] == "broker" else "out", given["frame"])
+    if frame is None and given["side"] == "peer":
+        raise SetupFailed(f"our peer wrote no {given['frame']} frame in the exchange")
+    return {"decoded": dict(frame.fields) if frame else None,
+            "bytes": body_bytes(frame).hex() if frame else None,
+            "form": encoding_form(frame)}
+

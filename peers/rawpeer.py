@@ -1,0 +1,163 @@
+"""A scripted peer that can hand its socket over to raw mode, and a bare socket for protocol headers.
+
+:class:`RawModePeer` is set up with proton like any :class:`~.peer.ScriptedPeer` (SASL, open, begin,
+attach), then :meth:`RawModePeer.go_raw` cuts proton off: from then on bytes written are exactly the
+raw frames a case gives, and bytes read are only captured and decoded, never given to proton (which
+would answer frames it never asked for). :class:`RawSocket` is the same without proton at all, for cases
+that start before any protocol header.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .address import BrokerAddress
+from .frames import Frame, FrameSplitter, FramingError
+from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer
+
+
+class _RawInput:
+    """Captures inbound bytes as frames (a stream that loses its framing is captured as raw bytes)."""
+
+    def __init__(self, capture: Callable[[Frame], None]) -> None:
+        self._splitter = FrameSplitter("in")
+        self._capture = capture
+        self._broken = False
+
+    def feed(self, data: bytes) -> None:
+        if self._broken:
+            return
+        try:
+            for frame in self._splitter.feed(data):
+                self._capture(frame)
+        except FramingError as exc:
+            self._broken = True
+            self._capture(Frame("in", 0, -1, "raw-bytes", {"error": str(exc)}, b"", exc.offending))
+
+
+def _shutdown_write(sock: socket.socket | None) -> None:
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+class RawModePeer(ScriptedPeer):
+    """A scripted peer whose socket can be taken away from proton for raw frames (see module docstring)."""
+
+    raw = False
+    eof = property(lambda self: self._eof)
+
+    def go_raw(self) -> None:
+        """Write what proton has queued, then stop proton reading or writing on this socket."""
+        self._flush()
+        self.raw = True
+        self._raw_input = _RawInput(self.engine.capture)
+
+    def _flush(self) -> None:
+        if not self.raw:
+            super()._flush()
+
+    def _read(self) -> None:
+        if not self.raw:
+            super()._read()
+            return
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._raw_input.feed(data)
+        else:
+            self._eof = True
+
+    def shutdown_write(self) -> None:
+        """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
+        _shutdown_write(self._sock)
+
+    def close(self, graceful: bool = True) -> None:
+        """Close; in raw mode without the AMQP close handshake (proton no longer knows the state)."""
+        super().close(graceful=graceful and not self.raw)
+
+
+class RawSocket:
+    """A TCP connection with no protocol engine: write bytes, capture what comes back, see the socket close."""
+
+    def __init__(self, address: BrokerAddress, label: str = "raw", timeout: float = 2.0) -> None:
+        self.label = label
+        self.timeout = timeout
+        self.frames: list[Frame] = []
+        self.eof = False
+        try:
+            self._sock: socket.socket | None = socket.create_connection((address.host, address.port), timeout=timeout)
+        except OSError as exc:
+            raise BrokerUnreachable(f"cannot connect to {address.url}: {exc.strerror or exc}") from None
+        self._sock.setblocking(False)
+        self._input = _RawInput(self.frames.append)
+        self._out = FrameSplitter("out")
+
+    def send_raw(self, data: bytes) -> None:
+        """Write ``data`` (captured as outbound frames, or raw bytes when it is not framing)."""
+        assert self._sock is not None
+        try:
+            frames = self._out.feed(data)
+        except FramingError:
+            frames = [Frame("out", 0, -1, "raw-bytes", {"note": "not valid framing"}, b"", data)]
+            self._out = FrameSplitter("out")
+        self.frames.extend(frames)
+        try:
+            self._sock.sendall(data)
+        except BlockingIOError:
+            self._sock.setblocking(True)
+            self._sock.sendall(data)
+            self._sock.setblocking(False)
+        except OSError as exc:
+            raise PeerError(f"write to broker failed: {exc}") from None
+
+    def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
+        """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while self._sock is not None:
+            if until is not None and until():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.eof:
+                break
+            readable, _, _ = select.select([self._sock], [], [], min(remaining, 0.05))
+            if readable:
+                try:
+                    data = self._sock.recv(READ_SIZE)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if data:
+                    self._input.feed(data)
+                else:
+                    self.eof = True
+        return bool(until()) if until is not None else False
+
+    def shutdown_write(self) -> None:
+        """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
+        _shutdown_write(self._sock)
+
+    def mark(self) -> int:
+        """A position in the frame log."""
+        return len(self.frames)
+
+    def close(self, graceful: bool = True) -> None:
+        """Close the socket."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"RawSocket has no {name!r}")
