@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--expectation-set", default="um-10.11", choices=("um-10.11", "core"),
                        help="whose rules to follow where they differ (default um-10.11)")
     serve.set_defaults(func=cmd_serve)
+
+    from amqp_conformance.reports.cli_report import add_report_parser
+
+    add_report_parser(commands)
     return parser
 
 
