@@ -58,6 +58,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     warehouse = args.warehouse or str(out.resolve() / "warehouse")
     if not args.run_dirs and not args.warehouse:
         raise Usage("give at least one RUN_DIR (written by 'amqp-conformance run --out DIR'), or --warehouse DIR")
+    for run_dir in args.run_dirs:  # local directories are checked before Spark starts
+        if "://" not in run_dir and not run_dir.startswith("file:"):
+            if not Path(run_dir).is_dir():
+                raise Usage(f"run directory {run_dir} does not exist; give directories written by "
+                            f"'amqp-conformance run --out DIR'")
+            if not (Path(run_dir) / "results.jsonl").is_file():
+                raise Usage(f"{run_dir} has no results.jsonl; give directories written by "
+                            f"'amqp-conformance run --out DIR'")
     try:
         import pyspark  # noqa: F401
     except ImportError:
