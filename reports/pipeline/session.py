@@ -31,10 +31,10 @@ def _quiet_driver() -> None:
 
 
 def spark_session(master: str | None = None, app_name: str = "amqp-conformance-report",
-                  shuffle_partitions: int | None = None) -> SparkSession:
+                  shuffle_partitions: int | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession on ``master`` (default ``local[*]``, or the one ``spark-submit`` already set), UI off,
     dynamic partition overwrite (so re-ingesting a run replaces it), session time zone UTC; a local driver
-    binds to 127.0.0.1 only.
+    binds to 127.0.0.1 only. ``conf`` adds Spark settings (e.g. ``spark.driver.memory`` before the JVM starts).
 
     Under ``spark-submit`` the master it was given wins when ``master`` is None.
     """
@@ -52,6 +52,8 @@ def spark_session(master: str | None = None, app_name: str = "amqp-conformance-r
                .config("spark.sql.session.timeZone", "UTC"))
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
