@@ -55,7 +55,8 @@ def compliance_over_versions_svg(rows: list[dict], width: int = 760, height: int
                          f'{escape(broker)} {escape(str(r["broker_version"]))}: {r["compliant_pct"]}% compliant'
                          f'</title></circle>')
             if len(points) <= 12 and len(shown) <= 4:  # few enough points to name each version
-                parts.append(_text(x + 6, y - 6, str(r["broker_version"]), size=10, extra=f'fill="{colour}"'))
+                parts.append(_text(x + 6, y - 6 - 12 * index, str(r["broker_version"]), size=10,
+                                   extra=f'fill="{colour}"'))
         ly = top + 14 + index * 16
         parts.append(f'<rect x="{width - right + 12}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
         parts.append(_text(width - right + 28, ly, broker[:24], size=11))
