@@ -10,6 +10,7 @@ overwrite, so ingesting the same run again replaces its partition instead of dup
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -89,6 +90,11 @@ def qualified(spark: SparkSession, uri: str) -> str:
     """``uri`` fully qualified (``file:/tmp/run`` for ``/tmp/run``), as ``input_file_name()`` spells files."""
     path, fs = _hadoop_path(spark, uri)
     return str(fs.makeQualified(path).toString())
+
+
+def _plain_uri(uri: str) -> str:
+    """``file:/x``, ``file:///x`` and ``/x`` alike (Spark and Hadoop spell local files differently)."""
+    return re.sub(r"^file:/*", "/", uri)
 
 
 def run_files(spark: SparkSession, run_dirs: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -209,11 +215,11 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     report.malformed += _collect_malformed(lines, parsed)
     results = results_table(parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
-    order = {f.rsplit("/", 1)[0]: i for i, f in enumerate(result_files)}
+    order = {_plain_uri(f.rsplit("/", 1)[0]): i for i, f in enumerate(result_files)}
     owners: dict[str, str] = {}
     for row in results.select("run_id", "run_dir").distinct().collect():
         current = owners.get(row["run_id"])
-        if current is None or order.get(row["run_dir"], 0) < order.get(current, 0):
+        if current is None or order.get(_plain_uri(row["run_dir"]), 0) < order.get(_plain_uri(current), 0):
             owners[row["run_id"]] = row["run_dir"]
     owner_df = spark.createDataFrame(sorted(owners.items()), "run_id string, run_dir string")
     results = results.join(F.broadcast(owner_df), ["run_id", "run_dir"]).drop("run_dir")
