@@ -142,6 +142,45 @@ def generate(spark, warehouse: str, brokers: int, versions: int, cases: int, run
     return n, n * per_case
 
 
+def export_jsonl(spark, warehouse: str, run_dir: Path) -> None:
+    """Write the warehouse back out as one run directory of JSON lines, in the records' own format
+    (``results.jsonl`` and ``frames.jsonl`` as directories of part files), for timing ingest."""
+    from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, read_table
+    from pyspark.sql import functions as F  # noqa: N812
+
+    results = read_table(spark, warehouse, RESULTS)
+    line = F.to_json(F.struct(
+        "run_id", "case_id", "table",
+        F.struct(F.col("source_document").alias("document"), F.col("source_heading").alias("heading"),
+                 F.col("source_row").alias("row")).alias("source"),
+        F.struct(F.col("broker").alias("name"), F.col("broker_version").alias("version"),
+                 F.col("broker_launcher").alias("launcher"), F.col("broker_url").alias("url")).alias("broker"),
+        "expectation_set", "verdict", F.parse_json("expected").alias("expected"),
+        F.parse_json("observed").alias("observed"), "reason", "mismatches",
+        F.array().cast("array<string>").alias("info"),
+        "stale_deviation", "duration_ms", F.date_format("started_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS+00:00")
+        .alias("started_at")))
+    results.select(line.alias("value")).write.mode("overwrite").text(str(run_dir / "results.jsonl"))
+    frames = read_table(spark, warehouse, FRAMES)
+    frame_line = F.format_string(
+        '{"run_id": "%s", "case_id": "%s", "expectation_set": "%s", "seq": %d, "t_ns": %d, "party": "%s", '
+        '"dir": "%s", "channel": %d, "performative": "%s", "fields": %s, "payload_len": %d, "raw_hex": "%s"}',
+        "run_id", "case_id", "expectation_set", "seq", "t_ns", "party", "dir", "channel", "performative", "fields",
+        "payload_len", "raw_hex")
+    frames.select(frame_line.alias("value")).write.mode("overwrite").text(str(run_dir / "frames.jsonl"))
+
+
+def time_ingest(spark, run_dir: Path, warehouse: str) -> dict:
+    """Ingest ``run_dir`` into a fresh ``warehouse``; returns wall time and what was read."""
+    from amqp_conformance.reports.pipeline.ingest import ingest
+
+    reset_peak(spark)
+    start = time.perf_counter()
+    report = ingest(spark, [str(run_dir)], warehouse)
+    return {"wall_s": time.perf_counter() - start, "results": report.results, "frames": report.frames,
+            "malformed": report.malformed_count, "jvm_peak_mb": jvm_peak_mb(spark)}
+
+
 def _jvm_pid(spark) -> int:
     return spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
 
@@ -278,6 +317,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="small,full", help=f"comma-separated, from {', '.join(SIZES)}")
     parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
     parser.add_argument("--driver-memory", default="6g", help="Spark driver memory (local mode: all of Spark)")
+    parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time ingest of the data as JSON lines (default on)")
     parser.add_argument("--duckdb-child", metavar="WAREHOUSE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.duckdb_child:
@@ -297,6 +338,10 @@ def main() -> int:
             start = time.perf_counter()
             n_results, n_frames = generate(spark, warehouse, brokers, versions, cases, runs, frames)
             generated = time.perf_counter() - start
+            ingested = None
+            if args.ingest:
+                export_jsonl(spark, warehouse, work / size / "jsonl-run")
+                ingested = time_ingest(spark, work / size / "jsonl-run", str(work / size / "ingested"))
             figures = run_spark(warehouse, work / size / "report", args.driver_memory)
             spark_latency = json.loads((work / size / "report" / "latency.json").read_text())
             child = subprocess.run([sys.executable, __file__, "--duckdb-child", warehouse], capture_output=True,
@@ -307,6 +352,11 @@ def main() -> int:
                   f"{frames} frames a case run ==")
             print(f"records:        {n_results:,} results + {n_frames:,} frames = {records:,} "
                   f"(generated and written in {generated:.1f} s)")
+            if ingested:
+                read = ingested["results"] + ingested["frames"]
+                print(f"spark ingest (JSON lines -> Parquet warehouse): {ingested['wall_s']:.1f} s wall, "
+                      f"{read / ingested['wall_s']:,.0f} records/s, {read:,} records, {ingested['malformed']} "
+                      f"malformed, driver JVM peak {ingested['jvm_peak_mb']:.0f} MiB")
             print(f"spark pipeline: {figures['wall_s']:.1f} s wall, {records / figures['wall_s']:,.0f} records/s, "
                   f"peak memory: driver JVM {figures['jvm_peak_mb']:.0f} MiB, "
                   f"python {figures['python_peak_mb']:.0f} MiB")

@@ -63,7 +63,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             if not Path(run_dir).is_dir():
                 raise Usage(f"run directory {run_dir} does not exist; give directories written by "
                             f"'amqp-conformance run --out DIR'")
-            if not (Path(run_dir) / "results.jsonl").is_file():
+            if not (Path(run_dir) / "results.jsonl").exists():
                 raise Usage(f"{run_dir} has no results.jsonl; give directories written by "
                             f"'amqp-conformance run --out DIR'")
     try:

@@ -1,6 +1,7 @@
 """Ingest: run directories (local paths or any Hadoop-compatible URI) -> the Parquet warehouse.
 
-A run directory holds ``results.jsonl`` and ``frames.jsonl`` (``reports/records.py``). Each line is parsed
+A run directory holds ``results.jsonl`` and ``frames.jsonl`` (``reports/records.py``; either may also be a
+directory of part files, as bulk exports write them). Each line is parsed
 with an explicit schema (:mod:`.schema`); a line that is not a JSON object of that schema, or lacks a
 required field, is *malformed*: it is counted and reported with its file and line number, never silently
 dropped (and never written to the warehouse). The warehouse holds two Parquet tables, ``results`` and
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
 from .schema import (
@@ -118,6 +119,12 @@ def run_files(spark: SparkSession, run_dirs: Sequence[str]) -> tuple[list[str], 
     return results, frames
 
 
+def run_dir_of(file: str) -> Column:
+    """The run directory of a records file: ``RUN/results.jsonl`` -> ``RUN``; also when ``results.jsonl`` is a
+    directory of part files, as Spark and other bulk writers produce (``RUN/frames.jsonl/part-0``)."""
+    return F.regexp_replace(file, r"/(results|frames)\.jsonl(/.*)?$", "")
+
+
 def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     """The lines of ``files`` with where they come from: ``file``, ``pid``, ``rid`` (for line numbers), ``value``.
 
@@ -164,7 +171,7 @@ def results_table(parsed: DataFrame) -> DataFrame:
     """Good result lines -> the warehouse ``results`` table (flat columns, run start and date, source dir)."""
     good = parsed.filter(F.col("problem").isNull())
     flat = good.select(
-        F.regexp_replace("file", "/[^/]*$", "").alias("run_dir"),
+        run_dir_of("file").alias("run_dir"),
         "r.run_id", "r.case_id",
         F.coalesce("r.table", F.substring_index("r.case_id", "/", 1)).alias("table"),
         F.col("r.source.document").alias("source_document"), F.col("r.source.heading").alias("source_heading"),
@@ -189,7 +196,7 @@ def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
     good = parsed.filter(F.col("problem").isNull())
     fields = F.from_json("r.fields", FRAME_FIELDS)
     flat = good.select(
-        F.regexp_replace("file", "/[^/]*$", "").alias("frames_dir"),
+        run_dir_of("file").alias("frames_dir"),
         "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
         "r.performative", "r.fields", "r.payload_len", "r.raw_hex", fields.alias("f"))
     flat = flat.select(
