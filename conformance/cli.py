@@ -98,19 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--multicast-prefix", default="multicast.", help="router mode: multicast address prefix")
     serve.set_defaults(func=cmd_serve)
 
-    report = commands.add_parser("report", help="render reports from run directories (--allure: the Allure report)")
-    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by 'run --out'")
-    report.add_argument("--out", default=None, help="where to write (default: the first RUN_DIR)")
-    report.add_argument("--allure", action="store_true", help="render the Allure HTML report into OUT/allure-report")
-    report.set_defaults(func=cmd_report)
     brokers = commands.add_parser("brokers", help="list the known brokers, their launchers and whether each can "
                                                   "start here")
     brokers.add_argument("--format", choices=("text", "json"), default="text")
     brokers.set_defaults(func=cmd_brokers)
 
     from amqp_conformance.conformance import selftest
+    from amqp_conformance.reports.cli_report import add_report_parser
 
     selftest.add_parser(commands)
+    add_report_parser(commands)
     return parser
 
 
@@ -288,21 +285,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """``report``: with ``--allure``, render the runs' Allure results into OUT/allure-report."""
-    if not args.allure:
-        raise Usage("report: say what to render: --allure (the Allure HTML report)")
-    from amqp_conformance.reports.allure_render import AllureMissing, RenderFailed, render_allure
-
-    out = Path(args.out) if args.out else Path(args.run_dirs[0])
-    try:
-        report = render_allure([Path(d) for d in args.run_dirs], out)
-    except (AllureMissing, RenderFailed) as exc:
-        raise Usage(str(exc)) from None
-    print(f"allure report: {report / 'index.html'} (view it with: allure open {report})")
     return 0
 
 

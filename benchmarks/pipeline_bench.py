@@ -1,0 +1,378 @@
+"""Benchmark of the results pipeline (not a test): synthetic but realistic runs, Spark beside DuckDB.
+
+For each size it
+1. generates a warehouse with Spark (brokers x versions x cases x runs, ~FRAMES frame records a case run:
+   SASL and AMQP headers, open, begin, attach, flow, then deliveries of three frames each: a transfer, the
+   receiver's disposition, the sender's settling disposition; settle modes and latencies vary by broker and
+   case; a few cases fail, flip between runs, regress between versions or carry stale deviations);
+2. runs the pipeline on it (``reports/pipeline/job.run_report``: compliance matrix, regressions, flaky
+   cases, settlement latencies per broker / settle mode / case family, stale deviations, every output file)
+   and prints wall time, records/s and peak memory (driver JVM and Python);
+3. runs the same aggregation (matrix, regressions, flaky cases, deliveries and latency percentiles) in DuckDB
+   on the same Parquet files in a child process, prints its figures, the Spark/DuckDB ratio and whether the
+   latency percentiles agree.
+
+    python benchmarks/pipeline_bench.py                 # sizes 'small' then 'full' (>= 10 M frame records)
+    python benchmarks/pipeline_bench.py --sizes tiny    # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = {  # brokers, versions, cases, runs, frames per case run
+    "tiny": (2, 2, 20, 2, 200),
+    "small": (5, 5, 200, 3, 200),
+    "full": (20, 5, 200, 3, 200),
+}
+SETUP = ["sasl-header", "sasl-header", "sasl-mechanisms", "sasl-init", "sasl-outcome", "amqp-header",
+         "amqp-header", "open", "open", "begin", "begin", "attach", "attach", "flow"]
+SETUP_DIR = ["out", "in", "in", "out", "in", "out", "in", "out", "in", "out", "in", "out", "in", "out"]
+TEARDOWN = [("detach", "out"), ("detach", "in"), ("close", "out"), ("close", "in")]
+MODES = [("mixed", "first"), ("unsettled", "second"), ("mixed", "second")]
+
+
+def generate(spark, warehouse: str, brokers: int, versions: int, cases: int, runs: int, frames: int) -> tuple[int, int]:
+    """Write a synthetic warehouse (results and frames tables, partitioned like ingest's); returns the
+    number of result and frame records."""
+    from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS
+    from amqp_conformance.reports.pipeline.schema import PARTITIONS
+    from pyspark.sql import functions as F  # noqa: N812
+
+    case_runs = spark.range(brokers * versions * cases * runs).select(
+        (F.col("id") % cases).alias("c"), (F.col("id") / cases % runs).cast("int").alias("r"),
+        (F.col("id") / (cases * runs) % versions).cast("int").alias("v"),
+        (F.col("id") / (cases * runs * versions)).cast("int").alias("b"))
+    day = F.col("v") * runs + F.col("r")
+    started = F.timestamp_seconds(F.lit(1_790_000_000) + day * 86_400 + F.col("c") * 2)
+    h = F.abs(F.xxhash64("b", "v", "c", "r")) % 1000
+    stable = F.abs(F.xxhash64("b", "v", "c")) % 1000
+    verdict = (F.when(h < 8, "ERROR")  # a flaky harness now and then
+               .when((F.col("c") % 50 == 7) & (F.col("b") % 3 == 0), "NON-STRICT")  # a declared deviation
+               .when((F.col("c") % 40 == 3) & (F.col("v") >= 3 + F.col("b") % 2), "FAIL")  # a version regression
+               .when(stable < 15, "FAIL").when(F.col("c") % 97 == 5, "UNSUPPORTED").when(stable < 25, "INFO")
+               .otherwise("PASS"))
+    table = F.concat(F.lit("family"), (F.col("c") % 8).cast("string"))
+    broker = F.concat(F.lit("broker"), F.lpad(F.col("b").cast("string"), 2, "0"))
+    version = F.concat(F.lit("1."), F.col("v").cast("string"), F.lit(".0"))
+    run_id = F.concat(F.date_format(F.timestamp_seconds(F.lit(1_790_000_000) + day * 86_400), "yyyyMMdd'T'HHmmss'Z'"),
+                      F.lit("-"), broker, F.lit("v"), F.col("v").cast("string"), F.lit("r"), F.col("r").cast("string"))
+    case_id = F.concat(table, F.lit("/"), F.col("c").cast("string"))
+    base = case_runs.select("*", broker.alias("broker"), version.alias("broker_version"), run_id.alias("run_id"),
+                            table.alias("table"), case_id.alias("case_id"), started.alias("started_at"),
+                            verdict.alias("verdict"))
+    run_started = F.timestamp_seconds(F.lit(1_790_000_000) + day * 86_400)
+    results = base.select(
+        "run_id", "case_id", "table", F.lit("seed.txt").alias("source_document"),
+        F.lit("Accepted: Subscription Mapping").alias("source_heading"), F.col("c").cast("string").alias("source_row"),
+        "broker", "broker_version", F.lit("container").alias("broker_launcher"),
+        F.lit("amqp://127.0.0.1:5672").alias("broker_url"), F.lit("um-10.11").alias("expectation_set"), "verdict",
+        F.lit('{"link": "advanced"}').alias("expected"), F.lit('{"link": "advanced"}').alias("observed"),
+        F.when(F.col("verdict") == "FAIL", "broker_disposition: expected settled, observed none").otherwise("")
+        .alias("reason"), F.array().cast("array<string>").alias("mismatches"),
+        ((F.col("verdict") == "PASS") & (F.col("c") % 50 == 11)).alias("stale_deviation"),
+        (h / 3.0 + 20).alias("duration_ms"), "started_at", run_started.alias("run_started"),
+        F.to_date(run_started).alias("run_date"))
+    results.write.mode("overwrite").partitionBy(*PARTITIONS).parquet(f"{warehouse}/{RESULTS}")
+
+    k = F.col("k")
+    n_setup, n_tear = len(SETUP), len(TEARDOWN)
+    deliveries = (frames - n_setup - n_tear) // 3
+    d = ((k - n_setup) / 3).cast("int")
+    phase = (k - n_setup) % 3
+    in_body = (k >= n_setup) & (k < n_setup + deliveries * 3)
+    tear = k - n_setup - deliveries * 3
+    mode = F.col("c") % len(MODES)
+    snd = F.element_at(F.array(*[F.lit(m[0]) for m in MODES]), (mode + 1).cast("int"))
+    rcv = F.element_at(F.array(*[F.lit(m[1]) for m in MODES]), (mode + 1).cast("int"))
+    performative = (F.when(k < n_setup, F.element_at(F.array(*map(F.lit, SETUP)), (k + 1).cast("int")))
+                    .when(in_body, F.element_at(F.array(F.lit("transfer"), F.lit("disposition"),
+                                                        F.lit("disposition")), (phase + 1).cast("int")))
+                    .otherwise(F.element_at(F.array(*[F.lit(t[0]) for t in TEARDOWN]), (tear + 1).cast("int"))))
+    direction = (F.when(k < n_setup, F.element_at(F.array(*map(F.lit, SETUP_DIR)), (k + 1).cast("int")))
+                 .when(in_body, F.element_at(F.array(F.lit("in"), F.lit("out"), F.lit("in")), (phase + 1).cast("int")))
+                 .otherwise(F.element_at(F.array(*[F.lit(t[1]) for t in TEARDOWN]), (tear + 1).cast("int"))))
+    noise = F.abs(F.xxhash64("b", "v", "c", "r", "k")) % 1000
+    latency_ns = (150_000 + noise * 40 * (1 + F.col("b") % 5) + F.when(noise > 990, 30_000_000).otherwise(0))
+    t0 = F.lit(10_000_000_000) + F.col("c") * 1_000_000_000
+    t_delivery = t0 + 5_000_000 + d * 2_000_000
+    t_ns = (F.when(k < n_setup, t0 + k * 100_000)
+            .when(in_body & (phase == 0), t_delivery)
+            .when(in_body & (phase == 1), t_delivery + 60_000)
+            .when(in_body, t_delivery + 60_000 + latency_ns)
+            .otherwise(t_delivery + 10_000_000 + tear * 100_000)).cast("long")
+    is_attach = (performative == "attach")
+    fields = (F.when(performative == "transfer", F.format_string(
+        '{"handle": 0, "delivery-id": %d, "delivery-tag": "b\'%s:%d\'", "message-format": 0}', d, F.col("run_id"), d))
+        .when(in_body & (phase == 1), F.format_string(
+            '{"role": "receiver", "first": %d, "last": null, "settled": false, "state": {"@type": "accepted"}}', d))
+        .when(in_body, F.format_string(
+            '{"role": "sender", "first": %d, "last": null, "settled": true, "state": {"@type": "accepted"}}', d))
+        .when(is_attach, F.format_string('{"name": "sub", "handle": 0, "snd-settle-mode": "%s", '
+                                         '"rcv-settle-mode": "%s"}', snd, rcv))
+        .otherwise(F.lit("{}")))
+    per_case = n_setup + deliveries * 3 + n_tear
+    frame_rows = base.select("run_id", "case_id", "broker", "broker_version", "c", "b", "v", "r",
+                             F.to_date(run_started).alias("run_date"),
+                             F.explode(F.sequence(F.lit(0), F.lit(per_case - 1))).alias("k"))
+    frame_rows = frame_rows.select(
+        "run_id", "case_id", F.lit("um-10.11").alias("expectation_set"), "broker", "broker_version", "run_date",
+        k.cast("long").alias("seq"), t_ns.alias("t_ns"), F.lit("subscriber").alias("party"),
+        direction.alias("dir"), F.lit(0).cast("long").alias("channel"), performative.alias("performative"),
+        fields.alias("fields"), F.when(performative == "transfer", F.lit(64)).otherwise(0).cast("long")
+        .alias("payload_len"), F.lit("0000002a02000000005314c00d05430043a0").alias("raw_hex"),
+        F.when((performative == "transfer") | is_attach, F.lit(0)).cast("long").alias("handle"),
+        F.when(performative == "transfer", d).cast("long").alias("delivery_id"),
+        F.when(in_body & (phase == 2), True).when(in_body & (phase == 1), False).alias("settled"),
+        F.when(in_body & (phase == 1), "receiver").when(in_body & (phase == 2), "sender")
+        .when(is_attach, F.when(direction == "out", "receiver").otherwise("sender")).alias("role"),
+        F.when(in_body & (phase > 0), d).cast("long").alias("first"), F.lit(None).cast("long").alias("last"),
+        F.when(is_attach, snd).alias("snd_settle_mode"), F.when(is_attach, rcv).alias("rcv_settle_mode"),
+        F.when(in_body & (phase > 0), "accepted").alias("state"))
+    frame_rows.write.mode("overwrite").partitionBy(*PARTITIONS).parquet(f"{warehouse}/{FRAMES}")
+    n = brokers * versions * cases * runs
+    return n, n * per_case
+
+
+def export_jsonl(spark, warehouse: str, run_dir: Path) -> None:
+    """Write the warehouse back out as one run directory of JSON lines, in the records' own format
+    (``results.jsonl`` and ``frames.jsonl`` as directories of part files), for timing ingest."""
+    from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, read_table
+    from pyspark.sql import functions as F  # noqa: N812
+
+    results = read_table(spark, warehouse, RESULTS)
+    line = F.to_json(F.struct(
+        "run_id", "case_id", "table",
+        F.struct(F.col("source_document").alias("document"), F.col("source_heading").alias("heading"),
+                 F.col("source_row").alias("row")).alias("source"),
+        F.struct(F.col("broker").alias("name"), F.col("broker_version").alias("version"),
+                 F.col("broker_launcher").alias("launcher"), F.col("broker_url").alias("url")).alias("broker"),
+        "expectation_set", "verdict", F.parse_json("expected").alias("expected"),
+        F.parse_json("observed").alias("observed"), "reason", "mismatches",
+        F.array().cast("array<string>").alias("info"),
+        "stale_deviation", "duration_ms", F.date_format("started_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS+00:00")
+        .alias("started_at")))
+    results.select(line.alias("value")).write.mode("overwrite").text(str(run_dir / "results.jsonl"))
+    frames = read_table(spark, warehouse, FRAMES)
+    frame_line = F.format_string(
+        '{"run_id": "%s", "case_id": "%s", "expectation_set": "%s", "seq": %d, "t_ns": %d, "party": "%s", '
+        '"dir": "%s", "channel": %d, "performative": "%s", "fields": %s, "payload_len": %d, "raw_hex": "%s"}',
+        "run_id", "case_id", "expectation_set", "seq", "t_ns", "party", "dir", "channel", "performative", "fields",
+        "payload_len", "raw_hex")
+    frames.select(frame_line.alias("value")).write.mode("overwrite").text(str(run_dir / "frames.jsonl"))
+
+
+def time_ingest(spark, run_dir: Path, warehouse: str) -> dict:
+    """Ingest ``run_dir`` into a fresh ``warehouse``; returns wall time and what was read."""
+    from amqp_conformance.reports.pipeline.ingest import ingest
+
+    reset_peak(spark)
+    start = time.perf_counter()
+    report = ingest(spark, [str(run_dir)], warehouse)
+    return {"wall_s": time.perf_counter() - start, "results": report.results, "frames": report.frames,
+            "malformed": report.malformed_count, "jvm_peak_mb": jvm_peak_mb(spark)}
+
+
+def _jvm_pid(spark) -> int:
+    return spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+
+
+def reset_peak(spark) -> None:
+    """Reset the JVM's peak resident memory (Linux clear_refs 5), so the pipeline's own peak is measured."""
+    try:
+        Path(f"/proc/{_jvm_pid(spark)}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def jvm_peak_mb(spark) -> float:
+    """Peak resident memory (VmHWM) of the driver JVM, in MiB."""
+    for line in Path(f"/proc/{_jvm_pid(spark)}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_spark(warehouse: str, out: Path, driver_memory: str) -> dict:
+    """Generate nothing; run the pipeline on ``warehouse`` and return its figures."""
+    from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, read_table
+    from amqp_conformance.reports.pipeline.job import run_report
+    from amqp_conformance.reports.pipeline.session import spark_session
+
+    spark = spark_session(conf={"spark.driver.memory": driver_memory})
+    reset_peak(spark)
+    start = time.perf_counter()
+    summary = run_report(read_table(spark, warehouse, RESULTS), read_table(spark, warehouse, FRAMES), out,
+                         max_logs=50)
+    wall = time.perf_counter() - start
+    figures = {"wall_s": wall, "jvm_peak_mb": jvm_peak_mb(spark),
+               "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **summary.counts}
+    return figures
+
+
+DUCKDB_SQL = """
+CREATE VIEW results AS SELECT * FROM read_parquet('{wh}/results/**/*.parquet', hive_partitioning = true);
+CREATE VIEW frames AS SELECT * FROM read_parquet('{wh}/frames/**/*.parquet', hive_partitioning = true);
+CREATE MACRO vrank(v) AS CASE v WHEN 'PASS' THEN 0 WHEN 'INFO' THEN 0 WHEN 'NON-STRICT' THEN 1
+    WHEN 'UNSUPPORTED' THEN 1 WHEN 'ERROR' THEN 2 ELSE 3 END;
+CREATE TABLE matrix AS SELECT * EXCLUDE (n) FROM (SELECT *, row_number() OVER (PARTITION BY broker, broker_version,
+    case_id, expectation_set ORDER BY run_started DESC, run_id DESC) AS n FROM results) WHERE n = 1;
+CREATE TABLE summary AS SELECT broker, broker_version, expectation_set, count(*) AS cases,
+    round(100.0 * count(*) FILTER (verdict IN ('PASS', 'INFO'))
+          / nullif(count(*) FILTER (verdict <> 'UNSUPPORTED'), 0), 1) AS compliant_pct
+    FROM matrix GROUP BY ALL;
+CREATE TABLE run_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER (PARTITION BY broker, broker_version,
+    case_id, expectation_set ORDER BY run_started, run_id) AS prev FROM results)
+    WHERE prev IS NOT NULL AND vrank(verdict) > vrank(prev);
+CREATE TABLE version_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER (PARTITION BY broker, case_id,
+    expectation_set ORDER BY list_transform(list_filter(string_split_regex(broker_version, '[^0-9]+'),
+    lambda x: x <> ''), lambda x: TRY_CAST(x AS BIGINT)), broker_version) AS prev FROM matrix)
+    WHERE prev IS NOT NULL AND vrank(verdict) > vrank(prev);
+CREATE TABLE flaky AS SELECT broker, broker_version, case_id, expectation_set, count(*) AS runs FROM results
+    GROUP BY ALL HAVING count(DISTINCT verdict) > 1;
+CREATE TABLE stale AS SELECT * FROM matrix WHERE stale_deviation;
+CREATE TABLE latency AS
+WITH opens AS (SELECT run_id, case_id, expectation_set, party, list(seq) AS opens FROM frames
+               WHERE performative = 'open' AND dir = 'out' GROUP BY ALL),
+attaches AS (SELECT run_id, case_id, expectation_set, party,
+             list({{'seq': seq, 'dir': dir, 'channel': channel, 'handle': handle, 'snd': snd_settle_mode,
+                    'rcv': rcv_settle_mode}}) AS attaches
+             FROM frames WHERE performative = 'attach' GROUP BY ALL),
+rel AS (SELECT broker, broker_version, run_id, case_id, expectation_set, party, seq, t_ns, channel, handle, settled,
+               performative = 'transfer' AS is_transfer,
+               CASE WHEN performative = 'transfer' THEN dir WHEN role = 'sender' THEN dir
+                    WHEN dir = 'in' THEN 'out' ELSE 'in' END AS space,
+               CASE WHEN performative = 'transfer' THEN [delivery_id]
+                    WHEN coalesce(last, first) >= first THEN range(first, coalesce(last, first) + 1)
+                    ELSE [first] END AS ids
+        FROM frames WHERE (performative = 'transfer' AND delivery_id IS NOT NULL)
+                       OR (performative = 'disposition' AND coalesce(settled, false) AND first IS NOT NULL)),
+conn AS (SELECT rel.*, coalesce(len(list_filter(opens, lambda s: s < rel.seq)), 0) AS conn, unnest(ids) AS delivery_id
+         FROM rel LEFT JOIN opens USING (run_id, case_id, expectation_set, party)),
+per_delivery AS (SELECT broker, broker_version, run_id, case_id, expectation_set, party, conn, channel, space,
+                        delivery_id,
+                        min(t_ns) FILTER (is_transfer) AS transfer_t_ns, min(seq) FILTER (is_transfer) AS transfer_seq,
+                        min(handle) FILTER (is_transfer) AS handle, min(t_ns) FILTER (NOT is_transfer) AS disp_t_ns
+                 FROM conn GROUP BY ALL HAVING min(t_ns) FILTER (is_transfer) IS NOT NULL),
+delivered AS (SELECT p.*, split_part(case_id, '/', 1) AS family,
+                     list_reverse_sort(list_filter(a.attaches, lambda x: x.dir = p.space AND x.channel = p.channel
+                                       AND x.handle = p.handle AND x.seq < p.transfer_seq))[1] AS link,
+                     CASE WHEN disp_t_ns >= transfer_t_ns THEN (disp_t_ns - transfer_t_ns) / 1e6 END AS latency_ms
+              FROM per_delivery p LEFT JOIN attaches a USING (run_id, case_id, expectation_set, party))
+SELECT broker, coalesce(link.snd || '/' || link.rcv, 'unknown') AS settle_mode, family, count(*) AS deliveries,
+       count(latency_ms) AS settled, quantile_cont(latency_ms, [0.5, 0.95, 0.99]) AS p, max(latency_ms) AS max_ms
+FROM delivered GROUP BY ALL;
+"""
+
+
+def run_duckdb(warehouse: str) -> dict:
+    """The same aggregation in DuckDB (this process); returns figures and the latency rows."""
+    import duckdb
+
+    con = duckdb.connect()
+    start = time.perf_counter()
+    for statement in DUCKDB_SQL.format(wh=warehouse).split(";"):
+        if statement.strip():
+            con.execute(statement).fetchall()
+    rows = con.execute("SELECT broker, settle_mode, family, deliveries, settled, p, max_ms FROM latency").fetchall()
+    counts = {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
+              for name in ("matrix", "run_regressions", "version_regressions", "flaky", "stale")}
+    wall = time.perf_counter() - start
+    latency = [{"broker": b, "settle_mode": s, "family": f, "deliveries": n, "settled": k,
+                "p50_ms": None if p is None or p[0] is None else round(float(p[0]), 3),
+                "p95_ms": None if p is None or p[1] is None else round(float(p[1]), 3),
+                "p99_ms": None if p is None or p[2] is None else round(float(p[2]), 3),
+                "max_ms": None if m is None else round(float(m), 3)} for b, s, f, n, k, p, m in rows]
+    return {"wall_s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "counts": counts, "latency": latency}
+
+
+def agree(spark_latency: list[dict], duck_latency: list[dict]) -> bool:
+    """True when both engines give the same latency rows (percentiles to the microsecond, +-0.001 ms)."""
+    def key(r: dict) -> tuple:
+        return r["broker"], r["settle_mode"], r["family"]
+
+    a, b = {key(r): r for r in spark_latency}, {key(r): r for r in duck_latency}
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        for name in ("deliveries", "settled", "p50_ms", "p95_ms", "p99_ms", "max_ms"):
+            x, y = a[k][name], b[k][name]
+            if (x is None) != (y is None) or (x is not None and abs(x - y) > 0.0011):
+                return False
+    return True
+
+
+def main() -> int:
+    """Run the benchmark for each size asked; print one block of figures a size."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="small,full", help=f"comma-separated, from {', '.join(SIZES)}")
+    parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
+    parser.add_argument("--driver-memory", default="6g", help="Spark driver memory (local mode: all of Spark)")
+    parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time ingest of the data as JSON lines (default on)")
+    parser.add_argument("--duckdb-child", metavar="WAREHOUSE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.duckdb_child:
+        print(json.dumps(run_duckdb(args.duckdb_child)))
+        return 0
+
+    from amqp_conformance.reports.pipeline.session import spark_session
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="pipeline-bench-"))
+    print(f"machine: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores; "
+          f"Spark local[*], driver memory {args.driver_memory}; scratch {work}")
+    try:
+        for size in args.sizes.split(","):
+            brokers, versions, cases, runs, frames = SIZES[size]
+            warehouse = str(work / size / "warehouse")
+            spark = spark_session(conf={"spark.driver.memory": args.driver_memory})
+            start = time.perf_counter()
+            n_results, n_frames = generate(spark, warehouse, brokers, versions, cases, runs, frames)
+            generated = time.perf_counter() - start
+            ingested = None
+            if args.ingest:
+                export_jsonl(spark, warehouse, work / size / "jsonl-run")
+                ingested = time_ingest(spark, work / size / "jsonl-run", str(work / size / "ingested"))
+            figures = run_spark(warehouse, work / size / "report", args.driver_memory)
+            spark_latency = json.loads((work / size / "report" / "latency.json").read_text())
+            child = subprocess.run([sys.executable, __file__, "--duckdb-child", warehouse], capture_output=True,
+                                   text=True, check=True)
+            duck = json.loads(child.stdout)
+            records = n_results + n_frames
+            print(f"\n== size {size}: {brokers} brokers x {versions} versions x {cases} cases x {runs} runs, "
+                  f"{frames} frames a case run ==")
+            print(f"records:        {n_results:,} results + {n_frames:,} frames = {records:,} "
+                  f"(generated and written in {generated:.1f} s)")
+            if ingested:
+                read = ingested["results"] + ingested["frames"]
+                print(f"spark ingest (JSON lines -> Parquet warehouse): {ingested['wall_s']:.1f} s wall, "
+                      f"{read / ingested['wall_s']:,.0f} records/s, {read:,} records, {ingested['malformed']} "
+                      f"malformed, driver JVM peak {ingested['jvm_peak_mb']:.0f} MiB")
+            print(f"spark pipeline: {figures['wall_s']:.1f} s wall, {records / figures['wall_s']:,.0f} records/s, "
+                  f"peak memory: driver JVM {figures['jvm_peak_mb']:.0f} MiB, "
+                  f"python {figures['python_peak_mb']:.0f} MiB")
+            print(f"   outputs:     {figures['cells']:,} matrix cells, {figures['regressions']:,} regressions, "
+                  f"{figures['flaky']:,} flaky, {figures['latency']:,} latency groups, {figures['stale']:,} stale")
+            print(f"duckdb (1 node): {duck['wall_s']:.1f} s wall, {records / duck['wall_s']:,.0f} records/s, "
+                  f"peak memory {duck['peak_mb']:.0f} MiB; counts {duck['counts']}")
+            print(f"ratio spark/duckdb wall time: {figures['wall_s'] / duck['wall_s']:.2f}; latency percentiles agree: "
+                  f"{'yes' if agree(spark_latency, duck['latency']) else 'NO'}")
+            spark.stop()
+            shutil.rmtree(work / size, ignore_errors=True)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

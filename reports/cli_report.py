@@ -1,0 +1,158 @@
+"""``amqp-conformance report``: the Spark results pipeline over run directories.
+
+``report RUN_DIR... [--out DIR] [--master URL] [--warehouse DIR]`` ingests the runs into a Parquet
+warehouse and writes the compliance matrix (HTML, JSON, CSV, JUnit XML), regressions, flaky cases,
+settlement latencies and stale deviations into ``--out``. PySpark is the optional extra ``spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+SPARK_MISSING = "the report pipeline needs PySpark: pip install 'amqp-conformance[spark]'"
+JAVA_MISSING = "the report pipeline runs Spark, which needs Java 17 or later: install a JDK (e.g. apt-get install " \
+               "openjdk-17-jre-headless) or set JAVA_HOME"
+
+
+def add_report_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``report`` sub-command to ``commands`` (the CLI's sub-parsers); returns its parser."""
+    report = commands.add_parser("report", help="the results pipeline (Spark): compliance matrix, regressions, "
+                                                "flaky cases, latencies")
+    report.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
+                        help="run directories (local paths or Hadoop URIs such as hdfs://, s3a://)")
+    report.add_argument("--out", default=None,
+                        help="output directory (default: ./amqp-report; with --allure, the first RUN_DIR)")
+    report.add_argument("--master", default=None,
+                        help="Spark master URL (default local[*], or what spark-submit was given)")
+    report.add_argument("--warehouse", default=None,
+                        help="Parquet warehouse to ingest into (default: OUT/warehouse); with no RUN_DIR, "
+                             "report on every run it holds")
+    report.add_argument("--max-logs", type=int, default=500, help="frame logs embedded in the HTML (500)")
+    add_report_extension_arguments(report)
+    report.set_defaults(func=cmd_report)
+    return report
+
+
+# Hook for further renderers of ``report`` (the Allure HTML renderer adds ``--allure`` here): add its
+# arguments in add_report_extension_arguments and run it in run_report_extensions. Extensions run before
+# the Spark pipeline and return an exit code to stop there, or None to go on.
+def add_report_extension_arguments(parser: argparse.ArgumentParser) -> None:
+    """Hook: arguments of other report renderers: ``--allure`` (the Allure HTML report, no Spark)."""
+    parser.add_argument("--allure", action="store_true",
+                        help="render the runs' Allure results into OUT/allure-report with the Allure command line "
+                             "(instead of the Spark pipeline)")
+
+
+def run_report_extensions(args: argparse.Namespace) -> int | None:
+    """Hook: run the renderers asked for by the arguments of :func:`add_report_extension_arguments`.
+
+    ``--allure`` renders the Allure report into OUT/allure-report (OUT defaults to the first RUN_DIR) and
+    stops there (exit 0); raises the CLI's usage error when the Allure command line is missing.
+    """
+    if not getattr(args, "allure", False):
+        return None
+    from amqp_conformance.conformance.cli import Usage
+    from amqp_conformance.reports.allure_render import AllureMissing, RenderFailed, render_allure
+
+    if not args.run_dirs:
+        raise Usage("report --allure: give the run directories whose allure-results to render")
+    out = Path(args.out) if args.out else Path(args.run_dirs[0])
+    try:
+        report = render_allure([Path(d) for d in args.run_dirs], out)
+    except (AllureMissing, RenderFailed) as exc:
+        raise Usage(str(exc)) from None
+    print(f"allure report: {report / 'index.html'} (view it with: allure open {report})")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report``: ingest the run directories, run the pipeline, write the outputs, print where they are."""
+    from amqp_conformance.conformance.cli import Usage
+
+    code = run_report_extensions(args)
+    if code is not None:
+        return code
+    out = Path(args.out or "amqp-report")
+    warehouse = args.warehouse or str(out.resolve() / "warehouse")
+    if not args.run_dirs and not args.warehouse:
+        raise Usage("give at least one RUN_DIR (written by 'amqp-conformance run --out DIR'), or --warehouse DIR")
+    for run_dir in args.run_dirs:  # local directories are checked before Spark starts
+        if "://" not in run_dir and not run_dir.startswith("file:"):
+            if not Path(run_dir).is_dir():
+                raise Usage(f"run directory {run_dir} does not exist; give directories written by "
+                            f"'amqp-conformance run --out DIR'")
+            if not (Path(run_dir) / "results.jsonl").exists():
+                raise Usage(f"{run_dir} has no results.jsonl; give directories written by "
+                            f"'amqp-conformance run --out DIR'")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise Usage(SPARK_MISSING) from None
+    if not shutil.which("java") and not _java_home():
+        raise Usage(JAVA_MISSING)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Usage(f"cannot write to --out {out}: {exc.strerror}; choose another directory") from None
+
+    from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, IngestError, ingest, read_table
+    from amqp_conformance.reports.pipeline.job import run_report
+    from amqp_conformance.reports.pipeline.load import write_json
+    from amqp_conformance.reports.pipeline.session import spark_session
+
+    spark = spark_session(args.master)
+    try:
+        run_ids = None
+        notes: list[str] = []
+        if args.run_dirs:
+            try:
+                ingested = ingest(spark, args.run_dirs, warehouse)
+            except IngestError as exc:
+                raise Usage(str(exc)) from None
+            run_ids = ingested.run_ids
+            print(f"ingested {len(run_ids)} run(s): {ingested.results} results, {ingested.frames} frames "
+                  f"into {warehouse}")
+            write_json(out / "malformed.json", [vars(m) for m in ingested.malformed])
+            if ingested.malformed:
+                print(f"warning: {ingested.malformed_count} malformed line(s) not ingested (all in "
+                      f"{out / 'malformed.json'}):", file=sys.stderr)
+                for problem in ingested.malformed[:20]:
+                    print(f"  {problem}", file=sys.stderr)
+                notes.append(f"{ingested.malformed_count} malformed line(s) were not ingested: see malformed.json")
+            if ingested.orphan_frames:
+                print(f"warning: {ingested.orphan_frames} frame record(s) belong to no run in results.jsonl "
+                      f"and were not ingested", file=sys.stderr)
+                notes.append(f"{ingested.orphan_frames} frame record(s) had no run in results.jsonl")
+            if not run_ids:
+                raise Usage("no result records in the run directories given; run 'amqp-conformance run' first")
+        results = read_table(spark, warehouse, RESULTS, run_ids)
+        frames = read_table(spark, warehouse, FRAMES, run_ids) if _has_table(warehouse, FRAMES) else None
+        summary = run_report(results, frames, out, run_ids, max_logs=args.max_logs, notes=notes)
+    finally:
+        spark.stop()
+    counts = summary.counts
+    print(f"matrix: {counts['cells']} cells; regressions: {counts['regressions']}; flaky: {counts['flaky']}; "
+          f"latency groups: {counts['latency']}; stale deviations: {counts['stale']}")
+    for regression in summary.regressions[:20]:
+        print(f"  REGRESSION {regression['broker']} {regression['case_id']} [{regression['expectation_set']}] "
+              f"{regression['from_verdict']} -> {regression['to_verdict']} ({regression['kind']} "
+              f"{regression['from_version']} -> {regression['to_version']})")
+    for name, path in summary.paths.items():
+        print(f"{name + ':':<12} {path}")
+    return 0
+
+
+def _java_home() -> bool:
+    import os
+
+    home = os.environ.get("JAVA_HOME")
+    return bool(home) and Path(home, "bin", "java").exists()
+
+
+def _has_table(warehouse: str, table: str) -> bool:
+    if "://" in warehouse and not warehouse.startswith("file:"):
+        return True  # a remote warehouse: let Spark read it
+    return Path(warehouse.removeprefix("file:"), table).exists()

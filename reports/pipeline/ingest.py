@@ -1,0 +1,266 @@
+"""Ingest: run directories (local paths or any Hadoop-compatible URI) -> the Parquet warehouse.
+
+A run directory holds ``results.jsonl`` and ``frames.jsonl`` (``reports/records.py``; either may also be a
+directory of part files, as bulk exports write them). Each line is parsed
+with an explicit schema (:mod:`.schema`); a line that is not a JSON object of that schema, or lacks a
+required field, is *malformed*: it is counted and reported with its file and line number, never silently
+dropped (and never written to the warehouse). The warehouse holds two Parquet tables, ``results`` and
+``frames``, partitioned by ``broker``, ``run_date`` and ``run_id``; writing uses dynamic partition
+overwrite, so ingesting the same run again replaces its partition instead of duplicating it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
+
+from .schema import (
+    CORRUPT,
+    FRAME_FIELDS,
+    FRAME_LINE,
+    FRAME_REQUIRED,
+    FRAMES_TABLE,
+    PARTITIONS,
+    RESULT_LINE,
+    RESULT_REQUIRED,
+    RESULTS_TABLE,
+)
+
+RESULTS = "results"
+FRAMES = "frames"
+SHOWN_LINE = 200  # characters of a malformed line kept in the report
+
+
+class IngestError(Exception):
+    """A run directory that cannot be read (missing, or without results.jsonl); the message says which."""
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """One line that could not be read as a record: where it is, why, and its start."""
+
+    file: str
+    line: int
+    problem: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.problem}: {self.text[:80]}"
+
+
+@dataclass
+class IngestReport:
+    """What one ingest read and wrote."""
+
+    run_ids: list[str] = field(default_factory=list)
+    results: int = 0
+    frames: int = 0
+    malformed: list[Malformed] = field(default_factory=list)
+    orphan_frames: int = 0
+    duplicate_results: int = 0
+
+    @property
+    def malformed_count(self) -> int:
+        """Number of malformed lines across all files."""
+        return len(self.malformed)
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def _hadoop_path(spark: SparkSession, uri: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def exists(spark: SparkSession, uri: str) -> bool:
+    """True when ``uri`` (a local path or any Hadoop-compatible URI) exists."""
+    path, fs = _hadoop_path(spark, uri)
+    return bool(fs.exists(path))
+
+
+def qualified(spark: SparkSession, uri: str) -> str:
+    """``uri`` fully qualified (``file:/tmp/run`` for ``/tmp/run``), as ``input_file_name()`` spells files."""
+    path, fs = _hadoop_path(spark, uri)
+    return str(fs.makeQualified(path).toString())
+
+
+def _plain_uri(uri: str) -> str:
+    """``file:/x``, ``file:///x`` and ``/x`` alike (Spark and Hadoop spell local files differently)."""
+    return re.sub(r"^file:/*", "/", uri)
+
+
+def run_files(spark: SparkSession, run_dirs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The results and frames files of ``run_dirs`` (each directory once); raises :class:`IngestError` for a
+    directory that does not exist or has no results.jsonl. A missing frames.jsonl is allowed."""
+    results, frames, seen = [], [], set()
+    for run_dir in run_dirs:
+        if not exists(spark, run_dir):
+            raise IngestError(f"run directory {run_dir} does not exist; give directories written by "
+                              f"'amqp-conformance run --out DIR'")
+        directory = qualified(spark, run_dir)
+        if directory in seen:
+            continue
+        seen.add(directory)
+        if not exists(spark, _join(directory, RESULTS_FILE)):
+            raise IngestError(f"{run_dir} has no {RESULTS_FILE}; give directories written by "
+                              f"'amqp-conformance run --out DIR'")
+        results.append(_join(directory, RESULTS_FILE))
+        if exists(spark, _join(directory, FRAMES_FILE)):
+            frames.append(_join(directory, FRAMES_FILE))
+    return results, frames
+
+
+def run_dir_of(file: str) -> Column:
+    """The run directory of a records file: ``RUN/results.jsonl`` -> ``RUN``; also when ``results.jsonl`` is a
+    directory of part files, as Spark and other bulk writers produce (``RUN/frames.jsonl/part-0``)."""
+    return F.regexp_replace(file, r"/(results|frames)\.jsonl(/.*)?$", "")
+
+
+def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
+    """The lines of ``files`` with where they come from: ``file``, ``pid``, ``rid`` (for line numbers), ``value``.
+
+    Blank lines are kept here (they count in line numbers) and skipped by :func:`parse_lines`.
+    """
+    return spark.read.text(list(files)).select(
+        F.input_file_name().alias("file"), F.spark_partition_id().alias("pid"),
+        F.monotonically_increasing_id().alias("rid"), "value")
+
+
+def parse_lines(lines: DataFrame, schema, required: Sequence[str]) -> DataFrame:
+    """Parse each non-blank line with ``schema``; adds ``problem`` (null for a good record, else why not)."""
+    parsed = lines.filter(F.trim("value") != "").withColumn(
+        "r", F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
+    missing = [F.when(F.col(f"r.{name}").isNull(), F.lit(name)) for name in required]
+    problem = (F.when(F.col(f"r.{CORRUPT}").isNotNull(), F.lit("not a JSON object of the record schema"))
+               .when(F.size(F.array_compact(F.array(*missing))) > 0,
+                     F.concat(F.lit("missing field "), F.array_join(F.array_compact(F.array(*missing)), ", "))))
+    return parsed.withColumn("problem", problem)
+
+
+def line_numbers(lines: DataFrame, bad: DataFrame) -> DataFrame:
+    """``bad`` (rows of ``lines`` with ``file``, ``pid``, ``rid``) with its 1-based ``line`` in its file.
+
+    Within one file, the text source keeps the file's order across partitions and within each partition,
+    so a line's number is the lines of the file in earlier partitions plus its offset in its partition.
+    """
+    stats = lines.groupBy("file", "pid").agg(F.count(F.lit(1)).alias("n"), F.min("rid").alias("first_rid"))
+    before = Window.partitionBy("file").orderBy("pid").rowsBetween(Window.unboundedPreceding, -1)
+    stats = stats.withColumn("before", F.coalesce(F.sum("n").over(before), F.lit(0)))
+    return (bad.join(F.broadcast(stats), ["file", "pid"])
+            .withColumn("line", F.col("before") + F.col("rid") - F.col("first_rid") + 1))
+
+
+def _collect_malformed(lines: DataFrame, parsed: DataFrame) -> list[Malformed]:
+    bad = parsed.filter(F.col("problem").isNotNull()).select("file", "pid", "rid", "value", "problem")
+    if bad.isEmpty():
+        return []
+    rows = line_numbers(lines, bad).orderBy("file", "line").collect()
+    return [Malformed(r["file"], int(r["line"]), r["problem"], r["value"][:SHOWN_LINE]) for r in rows]
+
+
+def results_table(parsed: DataFrame) -> DataFrame:
+    """Good result lines -> the warehouse ``results`` table (flat columns, run start and date, source dir)."""
+    good = parsed.filter(F.col("problem").isNull())
+    flat = good.select(
+        run_dir_of("file").alias("run_dir"),
+        "r.run_id", "r.case_id",
+        F.coalesce("r.table", F.substring_index("r.case_id", "/", 1)).alias("table"),
+        F.col("r.source.document").alias("source_document"), F.col("r.source.heading").alias("source_heading"),
+        F.col("r.source.row").alias("source_row"),
+        F.coalesce("r.broker.name", F.lit("unknown")).alias("broker"),
+        F.coalesce("r.broker.version", F.lit("unknown")).alias("broker_version"),
+        F.col("r.broker.launcher").alias("broker_launcher"), F.col("r.broker.url").alias("broker_url"),
+        "r.expectation_set", "r.verdict", "r.expected", "r.observed", "r.reason",
+        F.coalesce("r.mismatches", F.array().cast("array<string>")).alias("mismatches"),
+        F.coalesce("r.stale_deviation", F.lit(False)).alias("stale_deviation"), "r.duration_ms",
+        F.expr("try_cast(r.started_at AS TIMESTAMP)").alias("started_at"))
+    from_id = F.expr("try_to_timestamp(substring(run_id, 1, 16), \"yyyyMMdd'T'HHmmss'Z'\")")
+    run = Window.partitionBy("run_id")
+    flat = flat.withColumn("run_started", F.coalesce(F.min("started_at").over(run), from_id,
+                                                     F.lit("1970-01-01 00:00:00").cast("timestamp")))
+    return flat.withColumn("run_date", F.to_date("run_started"))
+
+
+def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
+    """Good frame lines joined with ``runs`` (``frames_dir``, ``run_id`` -> broker, version, run date)
+    -> the warehouse ``frames`` table; rows whose run is not in ``runs`` get a null ``broker``."""
+    good = parsed.filter(F.col("problem").isNull())
+    fields = F.from_json("r.fields", FRAME_FIELDS)
+    flat = good.select(
+        run_dir_of("file").alias("frames_dir"),
+        "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
+        "r.performative", "r.fields", "r.payload_len", "r.raw_hex", fields.alias("f"))
+    flat = flat.select(
+        "*", F.col("f.handle").alias("handle"), F.col("f.`delivery-id`").alias("delivery_id"),
+        F.col("f.settled").alias("settled"), F.col("f.role").alias("role"), F.col("f.first").alias("first"),
+        F.col("f.last").alias("last"), F.col("f.`snd-settle-mode`").alias("snd_settle_mode"),
+        F.col("f.`rcv-settle-mode`").alias("rcv_settle_mode"), F.col("f.state.`@type`").alias("state")).drop("f")
+    return flat.join(F.broadcast(runs), ["frames_dir", "run_id"], "left")
+
+
+def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> IngestReport:
+    """Read ``run_dirs`` and write their records into ``warehouse``; returns what was read and written.
+
+    Malformed lines are in the report (file, line, problem); frames whose run has no result record are
+    counted as ``orphan_frames`` and not written. A run found in two directories is taken from the first.
+    Raises :class:`IngestError` for a missing directory or results file.
+    """
+    report = IngestReport()
+    result_files, frame_files = run_files(spark, run_dirs)
+
+    lines = read_lines(spark, result_files)
+    parsed = parse_lines(lines, RESULT_LINE, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
+    report.malformed += _collect_malformed(lines, parsed)
+    results = results_table(parsed)
+    # a run id in several directories: keep the first directory's copy (in the order given)
+    order = {_plain_uri(f.rsplit("/", 1)[0]): i for i, f in enumerate(result_files)}
+    owners: dict[str, str] = {}
+    for row in results.select("run_id", "run_dir").distinct().collect():
+        current = owners.get(row["run_id"])
+        if current is None or order.get(_plain_uri(row["run_dir"]), 0) < order.get(_plain_uri(current), 0):
+            owners[row["run_id"]] = row["run_dir"]
+    owner_df = spark.createDataFrame(sorted(owners.items()), "run_id string, run_dir string")
+    results = results.join(F.broadcast(owner_df), ["run_id", "run_dir"]).drop("run_dir")
+    before = results.count()
+    results = results.dropDuplicates(["run_id", "case_id", "expectation_set"]).persist()
+    report.results = results.count()
+    report.duplicate_results = before - report.results
+    report.run_ids = sorted(owners)
+    results.write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
+        .partitionBy(*PARTITIONS).parquet(_join(warehouse, RESULTS))
+
+    if frame_files:
+        runs = results.select("run_id", "broker", "broker_version", "run_date").distinct()
+        runs = runs.join(F.broadcast(owner_df), "run_id").withColumnRenamed("run_dir", "frames_dir")
+        lines = read_lines(spark, frame_files)
+        fparsed = parse_lines(lines, FRAME_LINE, FRAME_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
+        report.malformed += _collect_malformed(lines, fparsed)
+        frames = frames_table(fparsed, runs).persist(StorageLevel.MEMORY_AND_DISK)
+        report.orphan_frames = frames.filter(F.col("broker").isNull()).count()
+        written = frames.filter(F.col("broker").isNotNull()).drop("frames_dir")
+        written.write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
+            .partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
+        report.frames = read_table(spark, warehouse, FRAMES, report.run_ids).count()
+        frames.unpersist()
+        fparsed.unpersist()
+    results.unpersist()
+    parsed.unpersist()
+    return report
+
+
+def read_table(spark: SparkSession, warehouse: str, table: str, run_ids: Sequence[str] | None = None) -> DataFrame:
+    """Warehouse ``table`` (``results`` or ``frames``), only ``run_ids`` when given (partition pruning)."""
+    schema = {RESULTS: RESULTS_TABLE, FRAMES: FRAMES_TABLE}[table]
+    df = spark.read.schema(schema).parquet(_join(warehouse, table))
+    if run_ids is not None:
+        df = df.filter(F.col("run_id").isin(list(run_ids)))
+    return df

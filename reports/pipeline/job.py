@@ -1,0 +1,60 @@
+"""The report job: warehouse tables -> transforms -> files. Extract (ingest), transform and load stay
+separate functions; this module only strings them together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from amqp_conformance.reports.matrix import MatrixReport, write_matrix
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+from . import load, plots, transforms
+
+
+@dataclass
+class ReportSummary:
+    """What the job wrote: paths by output name and the number of rows of each finding."""
+
+    paths: dict[str, Path] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    regressions: list[dict] = field(default_factory=list)
+
+
+def run_report(results: DataFrame, frames: DataFrame | None, out_dir: Path, runs: list[str] | None = None,
+               max_logs: int = 500, notes: list[str] | None = None) -> ReportSummary:
+    """Compute the matrix, regressions, flaky cases, latencies and stale deviations of ``results`` (and
+    ``frames``, for latencies and frame logs) and write every report file into ``out_dir``."""
+    results = results.persist(StorageLevel.MEMORY_AND_DISK)
+    matrix = transforms.compliance_matrix(results).persist(StorageLevel.MEMORY_AND_DISK)
+    cells = load.collect(matrix, ("broker", "broker_version", "table", "case_id", "expectation_set"))
+    summary = load.collect(transforms.compliance_summary(matrix), ("broker", "broker_version", "expectation_set"))
+    over_versions = load.collect(transforms.compliance_over_versions(matrix), ("broker", "version_order"))
+    findings = {
+        "regressions": load.collect(transforms.regressions(results),
+                                    ("broker", "kind", "case_id", "expectation_set", "to_run_id")),
+        "flaky": load.collect(transforms.flaky_cases(results),
+                              ("broker", "broker_version", "case_id", "expectation_set")),
+        "stale": load.collect(transforms.stale_deviations(matrix),
+                              ("broker", "broker_version", "case_id", "expectation_set")),
+        "latency": [],
+    }
+    logs: dict[tuple, str] = {}
+    if frames is not None:
+        findings["latency"] = load.collect(transforms.settlement_latency(transforms.deliveries(frames)),
+                                           transforms.LATENCY_BY)
+        logs = load.frame_logs(frames, cells, max_logs)
+    report = MatrixReport(
+        cells=cells, summary=summary, logs=logs, regressions=findings["regressions"], flaky=findings["flaky"],
+        stale=findings["stale"], runs=sorted(runs or {c["run_id"] for c in cells}),
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"), notes=list(notes or []),
+        plots=[("Compliance over versions", plots.compliance_over_versions_svg(over_versions)),
+               ("Settlement latency", plots.latency_svg(findings["latency"]))])
+    paths = write_matrix(report, out_dir)
+    paths.update(load.write_findings(out_dir, findings))
+    matrix.unpersist()
+    results.unpersist()
+    counts = {"cells": len(cells), **{name: len(rows) for name, rows in findings.items()}}
+    return ReportSummary(paths=paths, counts=counts, regressions=findings["regressions"])

@@ -1,0 +1,115 @@
+"""Inline SVG plots for the compliance report: no network, no plotting library, plain strings.
+
+Each function takes plain rows (dicts, as :mod:`.load` collects them) and returns one ``<svg>`` element
+with a ``<title>`` on every mark, so hovering shows the exact figure.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22", "#393b79", "#637939")
+MAX_BROKERS = len(PALETTE)
+MAX_LATENCY_ROWS = 30
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", size: int = 12, extra: str = "") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" {extra}>'
+            f"{escape(text)}</text>")
+
+
+def compliance_over_versions_svg(rows: list[dict], width: int = 760, height: int = 300) -> str:
+    """% compliant per broker across its versions (rows: broker, broker_version, version_order,
+    compliant_pct), one coloured line a broker, at most :data:`MAX_BROKERS` brokers (the rest are named
+    in a note). The x axis is each broker's version index, labelled with the versions of the first broker."""
+    brokers = sorted({r["broker"] for r in rows})
+    shown, hidden = brokers[:MAX_BROKERS], brokers[MAX_BROKERS:]
+    left, right, top, bottom = 48, 190, 16, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    top_order = max((r["version_order"] for r in rows), default=1)
+    span = max(top_order - 1, 1)
+
+    def xy(order: int, pct: float) -> tuple[float, float]:
+        x = left + (plot_w / 2 if top_order == 1 else (order - 1) * plot_w / span)
+        return x, top + plot_h * (1 - pct / 100)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" role="img" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" aria-label="compliance over versions">']
+    for pct in (0, 25, 50, 75, 100):
+        _, y = xy(1, pct)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#ddd"/>')
+        parts.append(_text(left - 6, y + 4, f"{pct}%", "end", 11))
+    parts.append(_text(left + plot_w / 2, height - 8, "version (in version order, per broker)", "middle", 11))
+    for index, broker in enumerate(shown):
+        colour = PALETTE[index]
+        points = sorted((r for r in rows if r["broker"] == broker and r["compliant_pct"] is not None),
+                        key=lambda r: r["version_order"])
+        coords = [xy(r["version_order"], r["compliant_pct"]) for r in points]
+        if len(coords) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+            parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for r, (x, y) in zip(points, coords, strict=True):
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"><title>'
+                         f'{escape(broker)} {escape(str(r["broker_version"]))}: {r["compliant_pct"]}% compliant'
+                         f'</title></circle>')
+            if len(points) <= 12 and len(shown) <= 4:  # few enough points to name each version
+                parts.append(_text(x + 6, y - 6 - 12 * index, str(r["broker_version"]), size=10,
+                                   extra=f'fill="{colour}"'))
+        ly = top + 14 + index * 16
+        parts.append(f'<rect x="{width - right + 12}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
+        parts.append(_text(width - right + 28, ly, broker[:24], size=11))
+    if hidden:
+        parts.append(_text(width - right + 12, top + 14 + len(shown) * 16,
+                           f"+{len(hidden)} more brokers (see compliance.json)", size=10))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def latency_svg(rows: list[dict], width: int = 760) -> str:
+    """Settlement latency percentiles (rows: broker, settle_mode, family, settled, p50_ms, p95_ms, p99_ms,
+    max_ms), one line a group on a log-scale millisecond axis: a bar from p50 to p99, marks at p50, p95,
+    p99 and max. At most :data:`MAX_LATENCY_ROWS` groups, those with most settled deliveries first."""
+    data = [r for r in rows if r.get("p50_ms") is not None]
+    data = sorted(data, key=lambda r: (-r["settled"], r["broker"], r["settle_mode"], r["family"]))[:MAX_LATENCY_ROWS]
+    data.sort(key=lambda r: (r["broker"], r["family"], r["settle_mode"]))
+    label_w, right, top, row_h = 330, 40, 24, 18
+    height = top + row_h * max(len(data), 1) + 40
+    plot_w = width - label_w - right
+    values = [v for r in data for v in (r["p50_ms"], r["max_ms"]) if v is not None and v > 0]
+    low = 10 ** math.floor(math.log10(min(values))) if values else 0.01
+    high = 10 ** math.ceil(math.log10(max(values))) if values else 10
+    high = max(high, low * 10)
+
+    def x(ms: float) -> float:
+        ms = min(max(ms, low), high)
+        return label_w + plot_w * (math.log10(ms) - math.log10(low)) / (math.log10(high) - math.log10(low))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" role="img" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" aria-label="settlement latency percentiles">']
+    decade = low
+    while decade <= high * 1.0001:
+        parts.append(f'<line x1="{x(decade):.1f}" y1="{top - 6}" x2="{x(decade):.1f}" '
+                     f'y2="{top + row_h * len(data)}" stroke="#ddd"/>')
+        parts.append(_text(x(decade), top + row_h * len(data) + 14, f"{decade:g} ms", "middle", 11))
+        decade *= 10
+    parts.append(_text(label_w, 14, "settlement latency: bar p50-p99, | p95, x max (log scale)", size=11))
+    if not data:
+        parts.append(_text(label_w, top + 12, "no settled deliveries in the frame records", size=12))
+    for i, r in enumerate(data):
+        y = top + i * row_h + row_h / 2
+        label = f"{r['broker']} · {r['family']} · {r['settle_mode']}"
+        parts.append(_text(label_w - 8, y + 4, label[:52], "end", 11))
+        tip = (f"{r['broker']} {r['family']} {r['settle_mode']}: {r['settled']} settled; p50 {r['p50_ms']} ms, "
+               f"p95 {r['p95_ms']} ms, p99 {r['p99_ms']} ms, max {r['max_ms']} ms")
+        parts.append(f'<g><title>{escape(tip)}</title>'
+                     f'<rect x="{x(r["p50_ms"]):.1f}" y="{y - 5:.1f}" '
+                     f'width="{max(x(r["p99_ms"]) - x(r["p50_ms"]), 2):.1f}" height="10" fill="#90caf9"/>'
+                     f'<circle cx="{x(r["p50_ms"]):.1f}" cy="{y:.1f}" r="4" fill="#0d47a1"/>'
+                     f'<line x1="{x(r["p95_ms"]):.1f}" y1="{y - 7:.1f}" x2="{x(r["p95_ms"]):.1f}" y2="{y + 7:.1f}" '
+                     f'stroke="#e65100" stroke-width="2"/>'
+                     f'<text x="{x(r["max_ms"]):.1f}" y="{y + 4:.1f}" font-size="12" text-anchor="middle" '
+                     f'fill="#b71c1c">x</text></g>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,82 @@
+"""Explicit Spark schemas of the result records, as :mod:`amqp_conformance.reports.records` writes them.
+
+``results.jsonl``: one object a case run; ``frames.jsonl``: one object a captured frame. Values whose
+shape varies (``expected``, ``observed``, a frame's ``fields``) are kept as their JSON text; the frame
+fields the pipeline computes with are parsed once more with :data:`FRAME_FIELDS` into typed columns.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DateType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+CORRUPT = "_corrupt_record"
+
+
+def _struct(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, kind, True) for name, kind in fields])
+
+
+# One line of results.jsonl (reports/records.py RunRecorder.record; fields from fixtures/execution.py).
+RESULT_LINE = _struct(
+    ("run_id", StringType()), ("case_id", StringType()), ("table", StringType()),
+    ("source", _struct(("document", StringType()), ("heading", StringType()), ("row", StringType()))),
+    ("broker", _struct(("name", StringType()), ("version", StringType()), ("launcher", StringType()),
+                       ("url", StringType()))),
+    ("expectation_set", StringType()), ("verdict", StringType()),
+    ("expected", StringType()), ("observed", StringType()), ("reason", StringType()),
+    ("mismatches", ArrayType(StringType())), ("info", ArrayType(StringType())),
+    ("stale_deviation", BooleanType()), ("duration_ms", DoubleType()), ("started_at", StringType()),
+    (CORRUPT, StringType()),
+)
+RESULT_REQUIRED = ("run_id", "case_id", "expectation_set", "verdict")
+
+# One line of frames.jsonl (reports/records.py frame_record).
+FRAME_LINE = _struct(
+    ("run_id", StringType()), ("case_id", StringType()), ("expectation_set", StringType()),
+    ("seq", LongType()), ("t_ns", LongType()), ("party", StringType()), ("dir", StringType()),
+    ("channel", LongType()), ("performative", StringType()), ("fields", StringType()),
+    ("payload_len", LongType()), ("raw_hex", StringType()), (CORRUPT, StringType()),
+)
+FRAME_REQUIRED = ("run_id", "case_id", "expectation_set", "seq", "t_ns", "dir", "performative")
+
+# The performative fields the transforms use (names as peers/amqp_types.py spells them).
+FRAME_FIELDS = _struct(
+    ("handle", LongType()), ("delivery-id", LongType()), ("settled", BooleanType()), ("more", BooleanType()),
+    ("role", StringType()), ("first", LongType()), ("last", LongType()),
+    ("snd-settle-mode", StringType()), ("rcv-settle-mode", StringType()),
+    ("state", _struct(("@type", StringType()))),
+)
+
+# The warehouse tables (Parquet, partitioned by broker, run_date, run_id).
+PARTITIONS = ("broker", "run_date", "run_id")
+
+RESULTS_TABLE = _struct(
+    ("run_id", StringType()), ("case_id", StringType()), ("table", StringType()),
+    ("source_document", StringType()), ("source_heading", StringType()), ("source_row", StringType()),
+    ("broker", StringType()), ("broker_version", StringType()), ("broker_launcher", StringType()),
+    ("broker_url", StringType()), ("expectation_set", StringType()), ("verdict", StringType()),
+    ("expected", StringType()), ("observed", StringType()), ("reason", StringType()),
+    ("mismatches", ArrayType(StringType())), ("stale_deviation", BooleanType()), ("duration_ms", DoubleType()),
+    ("started_at", TimestampType()), ("run_started", TimestampType()), ("run_date", DateType()),
+)
+
+FRAMES_TABLE = _struct(
+    ("run_id", StringType()), ("case_id", StringType()), ("expectation_set", StringType()),
+    ("broker", StringType()), ("broker_version", StringType()), ("run_date", DateType()),
+    ("seq", LongType()), ("t_ns", LongType()), ("party", StringType()), ("dir", StringType()),
+    ("channel", LongType()), ("performative", StringType()), ("fields", StringType()),
+    ("payload_len", LongType()), ("raw_hex", StringType()),
+    ("handle", LongType()), ("delivery_id", LongType()), ("settled", BooleanType()), ("role", StringType()),
+    ("first", LongType()), ("last", LongType()), ("snd_settle_mode", StringType()),
+    ("rcv_settle_mode", StringType()), ("state", StringType()),
+)

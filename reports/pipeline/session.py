@@ -1,0 +1,59 @@
+"""The SparkSession the pipeline runs in: ``local[*]`` by default, any master URL on request."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_driver() -> None:
+    """Spark's own start-up chatter off (errors still shown), unless the caller configured the JVM."""
+    if "PYSPARK_SUBMIT_ARGS" in os.environ or "SPARK_ENV_LOADED" in os.environ:
+        return
+    path = Path(tempfile.gettempdir()) / "amqp-conformance-log4j2.properties"
+    if not path.exists():
+        path.write_text(LOG4J, encoding="utf-8")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (f'--driver-java-options "-Dlog4j2.configurationFile=file:{path}" '
+                                         "pyspark-shell")
+
+
+def spark_session(master: str | None = None, app_name: str = "amqp-conformance-report",
+                  shuffle_partitions: int | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession on ``master`` (default ``local[*]``, or the one ``spark-submit`` already set), UI off,
+    dynamic partition overwrite (so re-ingesting a run replaces it), session time zone UTC; a local driver
+    binds to 127.0.0.1 only. ``conf`` adds Spark settings (e.g. ``spark.driver.memory`` before the JVM starts).
+
+    Under ``spark-submit`` the master it was given wins when ``master`` is None.
+    """
+    _quiet_driver()
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or "SPARK_ENV_LOADED" not in os.environ:  # spark-submit sets SPARK_ENV_LOADED
+        builder = builder.master(master or DEFAULT_MASTER)
+    submitted = "SPARK_ENV_LOADED" in os.environ
+    local = (master or ("" if submitted else DEFAULT_MASTER)).startswith("local")
+    if local:  # the embedded driver listens on loopback only
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+    builder = (builder.config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,194 @@
+"""Transforms: pure functions DataFrame -> DataFrame over the warehouse tables (no I/O, no actions).
+
+Inputs are the ``results`` and ``frames`` tables of :mod:`.schema` (``RESULTS_TABLE``, ``FRAMES_TABLE``).
+Verdict order, worst last: PASS = INFO < NON-STRICT = UNSUPPORTED < ERROR < FAIL; *compliant* means PASS
+or INFO, and a broker's "% compliant" counts the cases it ran (UNSUPPORTED ones are left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
+
+VERDICTS = ("PASS", "FAIL", "NON-STRICT", "UNSUPPORTED", "ERROR", "INFO")
+VERDICT_RANK = {"PASS": 0, "INFO": 0, "NON-STRICT": 1, "UNSUPPORTED": 1, "ERROR": 2, "FAIL": 3}
+COMPLIANT = ("PASS", "INFO")
+CASE_KEY = ("case_id", "expectation_set")
+LATENCY_BY = ("broker", "settle_mode", "family")
+PERCENTILES = (0.5, 0.95, 0.99)
+
+MATRIX_COLUMNS = ("broker", "broker_version", "table", "case_id", "source_document", "source_heading",
+                  "source_row", "expectation_set", "verdict", "reason", "stale_deviation", "run_id", "run_started")
+
+
+def verdict_rank(verdict: Column) -> Column:
+    """How bad a verdict is (:data:`VERDICT_RANK`); an unknown verdict ranks with FAIL."""
+    ranks = F.create_map(*chain.from_iterable((F.lit(k), F.lit(v)) for k, v in VERDICT_RANK.items()))
+    return F.coalesce(ranks[verdict], F.lit(max(VERDICT_RANK.values())))
+
+
+def version_key(column: str) -> Column:
+    """A sort key for version strings: their numbers as an array (``1.10.2`` after ``1.9``)."""
+    return F.expr(f"transform(filter(split(regexp_replace(`{column}`, '[^0-9]+', '.'), '[.]'), x -> x != ''), "
+                  f"x -> try_cast(x AS BIGINT))")
+
+
+def compliance_matrix(results: DataFrame) -> DataFrame:
+    """One row per broker, broker version, case and expectation set: the verdict of the latest run of that
+    broker and version that ran the case (latest by run start, then run id). Columns: :data:`MATRIX_COLUMNS`."""
+    latest = Window.partitionBy("broker", "broker_version", *CASE_KEY).orderBy(
+        F.desc("run_started"), F.desc("run_id"))
+    return (results.withColumn("_n", F.row_number().over(latest)).filter(F.col("_n") == 1)
+            .select(*MATRIX_COLUMNS))
+
+
+def _verdict_counts(matrix: DataFrame, keys: Sequence[str]) -> DataFrame:
+    counts = [F.count(F.when(F.col("verdict") == v, 1)).alias(v.lower().replace("-", "_")) for v in VERDICTS]
+    compliant = F.count(F.when(F.col("verdict").isin(*COMPLIANT), 1))
+    judged = F.count(F.when(F.col("verdict") != "UNSUPPORTED", 1))
+    pct = F.when(judged > 0, F.round(compliant * 100.0 / judged, 1))
+    return matrix.groupBy(*keys).agg(F.count(F.lit(1)).alias("cases"), *counts, pct.alias("compliant_pct"))
+
+
+def compliance_summary(matrix: DataFrame) -> DataFrame:
+    """Per broker, version and expectation set: ``cases``, a count per verdict (``pass``, ``fail``,
+    ``non_strict``, ``unsupported``, ``error``, ``info``) and ``compliant_pct`` (null when nothing ran)."""
+    return _verdict_counts(matrix, ("broker", "broker_version", "expectation_set"))
+
+
+def compliance_by_table(matrix: DataFrame) -> DataFrame:
+    """As :func:`compliance_summary`, per broker, version, table and expectation set."""
+    return _verdict_counts(matrix, ("broker", "broker_version", "table", "expectation_set"))
+
+
+def compliance_over_versions(matrix: DataFrame) -> DataFrame:
+    """Per broker and version: ``compliant_pct`` over all its cases and sets, with ``version_order`` (1, 2, ...
+    in version order per broker) for plotting compliance across versions."""
+    summary = _verdict_counts(matrix, ("broker", "broker_version")).withColumn("_key", version_key("broker_version"))
+    order = Window.partitionBy("broker").orderBy("_key", "broker_version")
+    return (summary.withColumn("version_order", F.row_number().over(order))
+            .select("broker", "broker_version", "version_order", "cases", "compliant_pct"))
+
+
+REGRESSION_COLUMNS = ("broker", "kind", "case_id", "table", "expectation_set", "from_version", "to_version",
+                      "from_run_id", "to_run_id", "from_verdict", "to_verdict", "reason")
+
+
+def _worse_than_previous(df: DataFrame, partition: Sequence[str], order: Sequence[Column | str],
+                         kind: str) -> DataFrame:
+    window = Window.partitionBy(*partition).orderBy(*order)
+    previous = {name: F.lag(name).over(window) for name in ("verdict", "run_id", "broker_version")}
+    stepped = df.select("*", *[col.alias(f"_prev_{name}") for name, col in previous.items()])
+    worse = stepped.filter(F.col("_prev_verdict").isNotNull()
+                           & (verdict_rank(F.col("verdict")) > verdict_rank(F.col("_prev_verdict"))))
+    return worse.select(
+        "broker", F.lit(kind).alias("kind"), "case_id", "table", "expectation_set",
+        F.col("_prev_broker_version").alias("from_version"), F.col("broker_version").alias("to_version"),
+        F.col("_prev_run_id").alias("from_run_id"), F.col("run_id").alias("to_run_id"),
+        F.col("_prev_verdict").alias("from_verdict"), F.col("verdict").alias("to_verdict"), "reason")
+
+
+def regressions(results: DataFrame) -> DataFrame:
+    """Cases whose verdict got worse (:func:`verdict_rank`) from one step to the next of a broker.
+
+    Two kinds: ``run`` compares consecutive runs (by start) of the same broker and version; ``version``
+    compares the latest verdicts (:func:`compliance_matrix`) of consecutive versions in version order.
+    Columns: :data:`REGRESSION_COLUMNS`.
+    """
+    runs = _worse_than_previous(results, ("broker", "broker_version", *CASE_KEY), ("run_started", "run_id"), "run")
+    latest = compliance_matrix(results).withColumn("_key", version_key("broker_version"))
+    versions = _worse_than_previous(latest, ("broker", *CASE_KEY), ("_key", "broker_version"), "version")
+    return runs.unionByName(versions)
+
+
+def flaky_cases(results: DataFrame) -> DataFrame:
+    """Cases with more than one verdict across the runs of the same broker, version and expectation set:
+    ``runs``, ``verdicts`` (sorted) and ``verdict_counts`` (verdict -> runs)."""
+    keys = ("broker", "broker_version", "case_id", "table", "expectation_set")
+    per_verdict = results.groupBy(*keys, "verdict").agg(F.count(F.lit(1)).alias("n"))
+    grouped = per_verdict.groupBy(*keys).agg(
+        F.sum("n").alias("runs"), F.sort_array(F.collect_list("verdict")).alias("verdicts"),
+        F.map_from_entries(F.sort_array(F.collect_list(F.struct("verdict", "n")))).alias("verdict_counts"))
+    return grouped.filter(F.size("verdicts") > 1).withColumn("runs", F.col("runs").cast("long"))
+
+
+def stale_deviations(matrix: DataFrame) -> DataFrame:
+    """Declared deviations that no longer occur: latest verdicts (:func:`compliance_matrix`) whose record says
+    ``stale_deviation`` (the profile declares a deviation but the case passes now)."""
+    return (matrix.filter(F.col("stale_deviation"))
+            .select("broker", "broker_version", "case_id", "table", "expectation_set", "verdict", "run_id", "reason"))
+
+
+SESSION = ("run_id", "case_id", "expectation_set", "party")
+
+
+def deliveries(frames: DataFrame) -> DataFrame:
+    """One row per delivery seen in the frame records, with its settlement.
+
+    A delivery is keyed by its session (run, case, set, party, connection, channel), the direction whose
+    delivery-id space it belongs to, and its delivery-id; a connection starts at each ``open`` the peer
+    sends. Its transfer time is that of its first transfer frame; it is *settled* at the first disposition
+    with ``settled=true`` whose range covers it (``role=receiver`` from the other side, or ``role=sender``
+    from the sending side). ``settle_mode`` is ``<snd-settle-mode>/<rcv-settle-mode>`` of the latest attach
+    of its link sent by the sending side (``unknown`` without one); ``family`` is the case's table.
+    Columns: broker, broker_version, run_id, case_id, expectation_set, family, party, settle_mode,
+    presettled, transfer_t_ns, settled_t_ns, latency_ms (null when no disposition settled it).
+    """
+    opens = (frames.filter((F.col("performative") == "open") & (F.col("dir") == "out"))
+             .groupBy(*SESSION).agg(F.collect_list("seq").alias("opens")))
+    attach = F.struct("seq", "dir", "channel", "handle", "snd_settle_mode", "rcv_settle_mode")
+    attaches = (frames.filter(F.col("performative") == "attach")
+                .groupBy(*SESSION).agg(F.collect_list(attach).alias("attaches")))
+    is_transfer = (F.col("performative") == "transfer") & F.col("delivery_id").isNotNull()
+    is_settling = (F.col("performative") == "disposition") & F.coalesce(F.col("settled"), F.lit(False)) \
+        & F.col("first").isNotNull()
+    other = F.when(F.col("dir") == "in", "out").otherwise("in")
+    relevant = (frames.filter(is_transfer | is_settling)
+                .select("broker", "broker_version", *SESSION, "seq", "t_ns", "dir", "channel", "handle",
+                        "settled", is_transfer.alias("is_transfer"),
+                        F.when(is_transfer, F.col("dir")).when(F.col("role") == "sender", F.col("dir"))
+                        .otherwise(other).alias("space"),
+                        F.when(is_transfer, F.array("delivery_id"))
+                        .when(F.coalesce("last", "first") >= F.col("first"),
+                              F.sequence("first", F.coalesce("last", "first")))
+                        .otherwise(F.array("first")).alias("ids")))
+    relevant = relevant.join(F.broadcast(opens), list(SESSION), "left").withColumn(
+        "conn", F.when(F.col("opens").isNull(), F.lit(0))
+        .otherwise(F.size(F.filter("opens", lambda s: s < F.col("seq")))))
+    per_delivery = (relevant.select("*", F.explode("ids").alias("delivery_id"))
+                    .groupBy("broker", "broker_version", *SESSION, "conn", "channel", "space", "delivery_id")
+                    .agg(F.min(F.when(F.col("is_transfer"), F.col("t_ns"))).alias("transfer_t_ns"),
+                         F.min(F.when(F.col("is_transfer"), F.col("seq"))).alias("transfer_seq"),
+                         F.min(F.when(F.col("is_transfer"), F.col("handle"))).alias("handle"),
+                         F.max(F.when(F.col("is_transfer"), F.coalesce("settled", F.lit(False)))).alias("presettled"),
+                         F.min(F.when(~F.col("is_transfer"), F.col("t_ns"))).alias("disposition_t_ns"))
+                    .filter(F.col("transfer_t_ns").isNotNull()))
+    link = F.array_max(F.filter("attaches", lambda a: (
+        (a["dir"] == F.col("space")) & (a["channel"] == F.col("channel")) & (a["handle"] == F.col("handle"))
+        & (a["seq"] < F.col("transfer_seq")))))
+    settled_t = F.when(F.col("disposition_t_ns") >= F.col("transfer_t_ns"), F.col("disposition_t_ns"))
+    return (per_delivery.join(F.broadcast(attaches), list(SESSION), "left")
+            .withColumn("_link", link)
+            .select("broker", "broker_version", "run_id", "case_id", "expectation_set",
+                    F.substring_index("case_id", "/", 1).alias("family"), "party",
+                    F.coalesce(F.concat_ws("/", F.col("_link.snd_settle_mode"), F.col("_link.rcv_settle_mode")),
+                               F.lit("unknown")).alias("settle_mode"),
+                    "presettled", "transfer_t_ns", settled_t.alias("settled_t_ns"),
+                    ((settled_t - F.col("transfer_t_ns")) / 1e6).alias("latency_ms")))
+
+
+def settlement_latency(delivered: DataFrame, by: Sequence[str] = LATENCY_BY) -> DataFrame:
+    """Settlement latency percentiles of :func:`deliveries` per ``by`` (default broker, settle mode and case
+    family): ``deliveries``, ``settled`` (those a disposition settled), exact ``p50_ms``, ``p95_ms``,
+    ``p99_ms`` (linear interpolation) and ``max_ms``, rounded to microseconds."""
+    pct = F.percentile(F.col("latency_ms"), list(PERCENTILES))
+    grouped = delivered.groupBy(*by).agg(
+        F.count(F.lit(1)).alias("deliveries"), F.count("latency_ms").alias("settled"), pct.alias("_p"),
+        F.max("latency_ms").alias("_max"))
+    names = [f"p{round(p * 100)}_ms" for p in PERCENTILES]
+    return grouped.select(*by, "deliveries", "settled",
+                          *[F.round(F.col("_p")[i], 3).alias(n) for i, n in enumerate(names)],
+                          F.round("_max", 3).alias("max_ms"))
