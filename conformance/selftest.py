@@ -105,8 +105,17 @@ def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, ti
     """The baseline run first in the list, then one run per mutant, ``jobs`` at a time."""
     targets = [MutantRun(BASELINE, "the healthy reference broker")] + [
         MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in mutants]
+    keywords = [keyword] + [scoped(keyword, m.scope) for m in mutants]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(lambda run: run_one(run, out, keyword, timeout), targets))
+        return list(pool.map(lambda item: run_one(item[0], out, item[1], timeout), zip(targets, keywords, strict=True)))
+
+
+def scoped(keyword: str | None, scope: tuple[str, ...]) -> str | None:
+    """The -k expression for a mutant: the user's ``keyword`` within the mutant's tables (``scope``)."""
+    if not scope:
+        return keyword
+    tables = " or ".join(scope)
+    return f"({tables}) and ({keyword})" if keyword else tables
 
 
 def pytest_command(run: MutantRun, run_dir: Path, keyword: str | None, timeout: float) -> list[str]:

@@ -28,6 +28,9 @@ class Mutant:
     breaks: str
     broker: type[Broker]
     broker_name: str = "reference"  # the registered broker this mutant replaces (a router mode names its own)
+    # the tables (id prefixes) that check the guarantee it breaks: `selftest` runs the mutant against those
+    # only, so the self-test costs a family's cases per mutant, not the whole catalogue's; () = every table
+    scope: tuple[str, ...] = ()
 
 
 class SettlesBeforeAccept(Broker):
@@ -504,3 +507,17 @@ CORE_MUTANTS = (
            List32Dispositions),
 )
 MUTANTS.update({m.name: m for m in CORE_MUTANTS})
+
+
+# -- scope: where each family's guarantees are checked (selftest runs a mutant against these tables) -------
+
+
+def _family_scope(mutant: Mutant) -> tuple[str, ...]:
+    if mutant.name in ROUTER_MUTANTS:
+        return ("router.",)
+    if mutant in CORE_MUTANTS:
+        return ("core.", "wire.")
+    return ("um.", "wire.")  # the UM 10.11 mappings and the seed-002 bytes
+
+
+MUTANTS.update({name: replace(m, scope=m.scope or _family_scope(m)) for name, m in MUTANTS.items()})
