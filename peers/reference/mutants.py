@@ -223,8 +223,6 @@ class AnswersStatelessWithReleased(Broker):
         return Delivery.RELEASED
 
 
-class RejectsPartialUnderCore(Broker):
-    """Rejects multi-frame deliveries whatever the expectation set (core requires accepting them)."""
 # -- core AMQP 1.0 catalogue (issue 4): one mutant (at least) per family of core.* and wire.* -----------
 
 
@@ -409,9 +407,6 @@ MUTANTS.update({m.name: m for m in (
     Mutant("answers-stateless-with-released", "applies released, not accepted, to a disposition with no state",
            "000 Accepted: Subscription Mapping row 1 (the source's default outcome, accepted, and settled)",
            AnswersStatelessWithReleased),
-    Mutant("rejects-partial-under-core", "rejects multi-frame deliveries under core too",
-           "AMQP 1.0 2.6.14 via 000 Accepted: Publishing Mapping row 1 under core (a whole multi-frame "
-           "delivery is accepted)", RejectsPartialUnderCore),
     Mutant("presettles-under-second", "settles outgoing deliveries when sending on rcv-settle-mode SECOND links",
            "000 Accepted: Subscription Mapping rows 6, 7 (SECOND: the broker settles after the subscriber's "
            "accepted)", PresettlesUnderSecond),
