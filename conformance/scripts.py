@@ -7,11 +7,12 @@ them with the row; :mod:`amqp_conformance.fixtures.verdict` does.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
-from proton import Message, Receiver, Session, uint
+from proton import Message, Receiver, Sender, Session, uint
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
 
@@ -66,6 +67,19 @@ def remaining_on_node(ctx: CaseContext) -> list[Any]:
     bodies = collect(ctx, peer, receiver)
     peer.close()
     return bodies
+
+
+def send_in_two_frames(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, body: str, tag: bytes, since: int,
+                       finish: Callable[[], bool] = lambda: True) -> int:
+    """Send ``body`` as a partial delivery: its first half with ``more=true``, a quiet pause (a broker may
+    answer the first part at once), then the rest when ``finish()`` still says so. Returns the delivery-id."""
+    encoded = Message(body=body).encode()
+    setup_step("send first part", peer.send_partial, sender, encoded[: len(encoded) // 2], tag)
+    peer.pump(timeout=ctx.quiet)
+    delivery_id = peer.find("transfer", since, direction="out", delivery_tag=tag).fields["delivery-id"]
+    if finish():
+        setup_step("send last part", peer.finish_partial, sender, encoded[len(encoded) // 2:])
+    return delivery_id
 
 
 def link_fate(peer: ScriptedPeer, handle: int, since: int) -> dict | None:
@@ -176,12 +190,7 @@ def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             dispositions.append(None)
             continue
         if kind == "partial":
-            encoded = Message(body=body).encode()
-            tag = f"p{index + 1}".encode()
-            setup_step("send first part", peer.send_partial, sender, encoded[: len(encoded) // 2], tag)
-            peer.pump(timeout=ctx.quiet)  # a broker may answer the first part at once
-            delivery_id = peer.find("transfer", since, direction="out", delivery_tag=tag).fields["delivery-id"]
-            setup_step("send last part", peer.finish_partial, sender, encoded[len(encoded) // 2:])
+            delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since)
         else:
             _, transfer = setup_step(f"send {body}", peer.send, sender, body, settled=(kind == "settled"))
             delivery_id = transfer.fields["delivery-id"]

@@ -24,7 +24,7 @@ from amqp_conformance.peers.transactions import (
 from proton import Message, Receiver
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
-from .scripts import body_of, collect, disposition_seen, publish_setup, remaining_on_node
+from .scripts import body_of, collect, disposition_seen, publish_setup, remaining_on_node, send_in_two_frames
 
 SELECTOR_DESCRIPTOR = "apache.org:selector-filter:string"
 
@@ -198,13 +198,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             dispositions.append(None)
             continue
         if kind == "partial":
-            encoded = Message(body=body).encode()
-            tag = f"p{index + 1}".encode()
-            setup_step("send first part", peer.send_partial, sender, encoded[: len(encoded) // 2], tag)
-            peer.pump(timeout=ctx.quiet)  # a broker may answer the first part at once
-            delivery_id = peer.find("transfer", since, direction="out", delivery_tag=tag).fields["delivery-id"]
-            if detach_seen(peer, handle, attached_at) is None:
-                setup_step("send last part", peer.finish_partial, sender, encoded[len(encoded) // 2:])
+            delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since,
+                                             finish=lambda: detach_seen(peer, handle, attached_at) is None)
         elif given["transactional"]:
             _, transfer = setup_step(f"send {body} in the transaction", send_transactional, peer, sender, body,
                                      txn_id, settled=(kind == "settled"))
