@@ -177,6 +177,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"--strict: exit 1: {len(stale)} declared deviation(s) no longer occur")
     flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
     blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results) or bool(flaky) or (args.strict and bool(stale))
+    if code == pytest.ExitCode.TESTS_FAILED and not any(r["verdict"] in ("FAIL", "ERROR") for r in results):
+        print("exit 1: a test failed without recording a result (a harness crash): see the pytest output above")
+        blocking = True
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
