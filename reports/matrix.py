@@ -133,13 +133,17 @@ def render_html(report: MatrixReport) -> str:
     out.append("</tr></thead><tbody>")
     for table in sorted(rows):
         sample = next(iter(rows[table].values()))
-        source = " · ".join(str(sample.get(k) or "") for k in ("source_document", "source_heading") if sample.get(k))
+        # the heading goes on the group when every row shares it; a table whose rows cite their own section
+        # (core.errors) shows each row's heading beside its row instead
+        headings = {row.get("source_heading") or "" for row in rows[table].values()}
+        common = headings.pop() if len(headings) == 1 else ""
+        source = " · ".join(part for part in (str(sample.get("source_document") or ""), common) if part)
         out.append(f"<tr class=\"group\"><th colspan=\"{3 + len(columns)}\">{escape(table)}"
                    f"{' — ' + escape(source) if source else ''}</th></tr>")
         for case_id, expectation_set in sorted(rows[table], key=lambda k: (_case_sort(k[0]), k[1])):
             row = rows[table][(case_id, expectation_set)]
             out.append(f"<tr data-case=\"{escape(case_id)}\" data-set=\"{escape(expectation_set)}\">"
-                       f"<th>{escape(case_id)}</th><td>{escape(str(row.get('source_row') or ''))}</td>"
+                       f"<th>{escape(case_id)}</th><td>{escape(_source_cell(row, common))}</td>"
                        f"<td>{escape(expectation_set)}</td>")
             for broker, version in columns:
                 key = (broker, version, case_id, expectation_set)
@@ -295,3 +299,10 @@ def write_matrix(report: MatrixReport, out_dir: Path) -> dict[str, Path]:
     paths["csv"].write_text(render_csv(report), encoding="utf-8")
     paths["junit"].write_text(render_junit(report), encoding="utf-8")
     return paths
+
+
+def _source_cell(row: dict, common_heading: str) -> str:
+    """The matrix's source cell: the source row, after its own heading when the table's rows differ there."""
+    source_row = str(row.get("source_row") or "")
+    heading = str(row.get("source_heading") or "")
+    return f"{heading}: {source_row}" if heading and not common_heading else source_row
