@@ -18,6 +18,7 @@ from amqp_conformance.conformance.catalogue import TableError, load_catalogue
 from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
+from amqp_conformance.fixtures.verdict import Verdict
 from amqp_conformance.reports.records import new_run_id, read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
@@ -176,8 +177,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stale and args.strict:
         print(f"--strict: exit 1: {len(stale)} declared deviation(s) no longer occur")
     flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
-    blocking = any(r["verdict"] in ("FAIL", "ERROR") for r in results) or bool(flaky) or (args.strict and bool(stale))
-    if code == pytest.ExitCode.TESTS_FAILED and not any(r["verdict"] in ("FAIL", "ERROR") for r in results):
+    failed = any(Verdict(r["verdict"]).blocks_release for r in results)
+    blocking = failed or bool(flaky) or (args.strict and bool(stale))
+    if code == pytest.ExitCode.TESTS_FAILED and not failed:
         print("exit 1: a test failed without recording a result (a harness crash): see the pytest output above")
         blocking = True
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0

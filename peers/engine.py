@@ -77,7 +77,7 @@ class CapturingEngine:
             if splitter is self._inbound:
                 self.framing_error = exc
                 # the offending bytes join the frame log, so the evidence shows what the broker sent
-                self.capture(Frame("in", 0, -1, "framing-error", {"error": str(exc).split(" (offending")[0]},
+                self.capture(Frame("in", 0, -1, "framing-error", {"error": exc.message},
                                    b"", exc.offending))
 
     def receive_data(self, data: bytes) -> None:

@@ -35,6 +35,7 @@ class FramingError(Exception):
 
     def __init__(self, message: str, offending: bytes) -> None:
         super().__init__(f"{message} (offending bytes: {offending[:64].hex()})")
+        self.message = message
         self.offending = offending
 
 

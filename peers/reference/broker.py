@@ -159,10 +159,14 @@ class Broker(UmRules):
         self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
 
     def accept(self, peer_name: str) -> BrokerConnection:
-        """A new client connection."""
-        connection = BrokerConnection(self, peer_name)
+        """A new client connection (made by :meth:`new_connection`), now served."""
+        connection = self.new_connection(peer_name)
         self.connections.append(connection)
         return connection
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """The connection object for a new client; variants that change the wire (mutants, faults) override it."""
+        return BrokerConnection(self, peer_name)
 
     def forget(self, connection: BrokerConnection) -> None:
         """Drop a connection: its consumers' unsettled messages go back to their subscriptions."""
@@ -269,7 +273,7 @@ class Broker(UmRules):
             self.on_coordinator_delivery(connection, delivery)
             return
         key = (link.name, delivery_tag(delivery))
-        if delivery.aborted:  # 004 pn_delivery_aborted: discard what arrived, settle; the link stays open
+        if delivery.aborted:  # 004 pn_delivery_aborted / 2.6.14: discard what arrived, settle; credit is used
             connection.refused.discard(key)
             delivery.settle()
             return
@@ -278,9 +282,6 @@ class Broker(UmRules):
                 link.recv(delivery.pending)
                 link.advance()
                 connection.refused.discard(key)
-            return
-        if delivery.aborted:  # 2.6.14: discard what arrived; the delivery still used a credit
-            delivery.settle()
             return
         second_key = (id(connection), link.name, key[1])
         if second_key in self.second_pending:  # rcv-settle-mode second: we settle once the publisher has

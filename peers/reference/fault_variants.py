@@ -46,10 +46,8 @@ class ClosingConnection(BrokerConnection):
 class ClosesMidCase(Broker):
     """Drops each connection after its first transfer or disposition."""
 
-    def accept(self, peer_name: str) -> BrokerConnection:
-        connection = ClosingConnection(self, peer_name)
-        self.connections.append(connection)
-        return connection
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        return ClosingConnection(self, peer_name)
 
 
 class SilentConnection(BrokerConnection):
@@ -63,10 +61,8 @@ class SilentConnection(BrokerConnection):
 class Hangs(Broker):
     """Accepts TCP connections and never answers."""
 
-    def accept(self, peer_name: str) -> BrokerConnection:
-        connection = SilentConnection(self, peer_name)
-        self.connections.append(connection)
-        return connection
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        return SilentConnection(self, peer_name)
 
 
 class CrashingConnection(BrokerConnection):
@@ -82,10 +78,8 @@ class CrashingConnection(BrokerConnection):
 class DiesOnce(Broker):
     """The server thread dies when the first message is published to it (and only then, once per process)."""
 
-    def accept(self, peer_name: str) -> BrokerConnection:
-        connection = CrashingConnection(self, peer_name)
-        self.connections.append(connection)
-        return connection
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        return CrashingConnection(self, peer_name)
 
 
 FAULTS: dict[str, Mutant] = {m.name: m for m in (

@@ -310,10 +310,8 @@ class RewritingConnection(BrokerConnection):
 class RewritingBroker(Broker):
     """Base of the mutants that change frames on the wire; subclasses implement :meth:`rewrite`."""
 
-    def accept(self, peer_name: str) -> BrokerConnection:
-        connection = RewritingConnection(self, peer_name, self.rewrite)
-        self.connections.append(connection)
-        return connection
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        return RewritingConnection(self, peer_name, self.rewrite)
 
     def rewrite(self, frame: Frame) -> bytes:
         """The bytes to send in place of ``frame`` (its own bytes by default)."""

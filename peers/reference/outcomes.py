@@ -15,12 +15,9 @@ The stored bytes are rewritten at once, so the next delivery carries the new hea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proton import Condition, Delivery, Message, symbol
-
-from .store import StoredMessage, Subscription
 
 # Outcomes an admin provocation makes the broker give every publish to a node (core.outcomes rows).
 PROVOKED = {
@@ -65,17 +62,6 @@ class Modification:
         remote = delivery.remote
         annotations = remote.annotations if isinstance(remote.annotations, dict) else None
         return cls(bool(remote.failed), bool(remote.undeliverable), annotations)
-
-
-def take_for(subscription: Subscription, excluded: Iterable[int]) -> StoredMessage | None:
-    """The oldest pending message not in ``excluded`` (EIDs undeliverable on this link), now outstanding."""
-    skip = set(excluded)
-    for message in subscription.pending:
-        if message.eid not in skip:
-            subscription.pending.remove(message)
-            subscription.outstanding[message.eid] = message
-            return message
-    return None
 
 
 def give_provoked(delivery: Delivery, outcome: str, settle: bool) -> None:

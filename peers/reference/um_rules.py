@@ -162,22 +162,20 @@ class UmRules:
     def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
         """The next message for ``consumer``: the oldest pending one its selector (if any) selects, skipping
         the EIDs in ``excluded`` (modified undeliverable-here on this link, AMQP 1.0 3.4.5)."""
-        selector = getattr(consumer, "selector", None)
+        selector = consumer.selector
         subscription: Subscription = consumer.subscription
         skip = set(excluded)
         for message in list(subscription.pending):
             if message.eid in skip:
                 continue
-            if selector is None:
-                subscription.pending.remove(message)
-                subscription.outstanding[message.eid] = message
-                return message
-            decoded = Message()
-            decoded.decode(message.encoded)
-            if selector.matches(message_env(decoded)):
-                subscription.pending.remove(message)
-                subscription.outstanding[message.eid] = message
-                return message
+            if selector is not None:
+                decoded = Message()
+                decoded.decode(message.encoded)
+                if not selector.matches(message_env(decoded)):
+                    continue
+            subscription.pending.remove(message)
+            subscription.outstanding[message.eid] = message
+            return message
         return None
 
     # -- transactions ----------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from amqp_conformance.peers.reference.outcomes import redelivery_bytes, take_for
+from amqp_conformance.peers.reference.broker import Broker, Consumer
+from amqp_conformance.peers.reference.outcomes import redelivery_bytes
 from amqp_conformance.peers.reference.store import Node
 from proton import Message, symbol
 
@@ -38,11 +39,14 @@ def test_modified_annotations_merge_and_win():
 
 
 def test_take_for_skips_messages_undeliverable_on_that_link():
+    # the broker's own selection (Broker.take_for), the one dispatch uses
     node = Node("q")
     first, second = node.publish(b"1"), node.publish(b"2")
-    taken = take_for(node.queue, {first.eid})
+    consumer = Consumer(link=None, node=node, subscription=node.queue)  # type: ignore[arg-type]
+    take_for = Broker().take_for
+    taken = take_for(consumer, {first.eid})
     assert taken is not None and taken.eid == second.eid
     assert [m.eid for m in node.queue.pending] == [first.eid]
     assert second.eid in node.queue.outstanding
-    assert take_for(node.queue, {first.eid}) is None
-    assert take_for(node.queue, ()).eid == first.eid
+    assert take_for(consumer, {first.eid}) is None
+    assert take_for(consumer, ()).eid == first.eid
