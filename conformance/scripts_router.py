@@ -215,7 +215,8 @@ def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, 
 
 def _receive_all(ctx: CaseContext, consumers: list[Consumer], sent: int) -> None:
     """Let every consumer take what the router sends: until each has what the row expects (then the quiet
-    time more, to catch extras), or the time-out when the row expects something not yet arrived."""
+    time more, to catch extras), or the time-out when the row expects something not yet arrived; or until
+    the broker is idle for every consumer, when it can say so."""
     if not consumers:
         return
     expected = ctx.expected.get("received")
@@ -226,6 +227,8 @@ def _receive_all(ctx: CaseContext, consumers: list[Consumer], sent: int) -> None
     while time.monotonic() < deadline:
         for consumer in consumers:
             consumer.peer.pump(lambda c=consumer: c.take(), timeout=0.02)
+        if all(consumer.peer.went_idle for consumer in consumers):
+            break  # the broker is provably idle for every consumer (peers/idle.py): nothing more can come
         if satisfied_at is None and _satisfied(consumers, wanted, ctx.expected.get("delivered_to")):
             satisfied_at = time.monotonic()
             deadline = min(deadline, satisfied_at + ctx.quiet)

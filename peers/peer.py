@@ -23,6 +23,7 @@ from proton import SASL, Delivery, Link, Message, Receiver, Sender, Session, Ter
 from .address import BrokerAddress
 from .engine import CapturingEngine, delivery_tag
 from .frames import Frame, FrameSplitter, FramingError, frames_text, render
+from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .tls import TlsSetupError, client_context
 
@@ -102,6 +103,9 @@ class ScriptedPeer:
         self.connection.hostname = address.host
         self._sock: socket.socket | None = None
         self._eof = False
+        self.wire = WireCount("")  # bytes this socket carried, for the broker's idle probe (peers/idle.py)
+        self._watch: Watch | None = None
+        self.went_idle = False  # the last wait ended because the broker was idle (not by its time-out)
         self._raw_out = 0
         mechanisms = sasl_mechanisms or ("PLAIN" if address.user is not None else
                                          "EXTERNAL ANONYMOUS" if address.tls.cert else "ANONYMOUS")
@@ -130,6 +134,7 @@ class ScriptedPeer:
                 raise BrokerUnreachable(f"TLS with {address.url} failed: {exc}") from None
         peer._sock.setblocking(False)
         peer._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer.wire, peer._watch = watch_socket(peer._sock, address)
         peer.engine.bind()
         return peer
 
@@ -151,6 +156,7 @@ class ScriptedPeer:
                 pass
         self._sock.close()
         self._sock = None
+        self.wire.write_closed = True
 
     @property
     def frames(self) -> list[Frame]:
@@ -167,11 +173,13 @@ class ScriptedPeer:
         """Move bytes both ways until ``until()`` is true (returns True) or ``timeout`` passes (False).
 
         With no ``until``, moves bytes for the whole ``timeout``. Raises :class:`PeerError` if the socket
-        fails; a closed connection ends the wait early (returns ``until()``'s value then).
+        fails; a closed connection ends the wait early (returns ``until()``'s value then), and so does a
+        broker that says it is idle (:mod:`.idle`: nothing more can arrive; :attr:`went_idle` is then True).
         """
         if self._sock is None:
             raise PeerError("the peer is not connected")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        self.went_idle = False
         while True:
             self._flush()
             for _ in self.engine.events():
@@ -182,10 +190,11 @@ class ScriptedPeer:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
-            pending = getattr(self._sock, "pending", None)  # TLS: decrypted bytes already buffered
-            readable = (pending is not None and pending() > 0) or \
-                select.select([self._sock], [], [], min(remaining, 0.05))[0]
-            if readable:
+            readiness = wait_readable(self._sock, self._watch, remaining)
+            if readiness == "idle":
+                self.went_idle = True
+                return until() if until is not None else False
+            if readiness == "readable":
                 self._read()
             self.engine.tick(time.monotonic())
 
@@ -201,6 +210,7 @@ class ScriptedPeer:
         while view:
             try:
                 sent = self._sock.send(view)
+                self.wire.written += sent
                 view = view[sent:]
             except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 if time.monotonic() > deadline:
@@ -219,10 +229,11 @@ class ScriptedPeer:
         except OSError as exc:
             data = b""
             self.engine.frames.append(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
+        self.wire.read += len(data)
         if data:
             self.engine.receive_data(data)
         else:
-            self._eof = True
+            self._eof = self.wire.eof = True
             self.engine.receive_eof()
 
     # -- raw mode ------------------------------------------------------------------------------------
@@ -271,13 +282,15 @@ class ScriptedPeer:
             found[:] = [f for f in [self.find(performative, since, direction, **fields)] if f is not None]
             return bool(found)
 
+        started = time.monotonic()
         if self.pump(arrived, timeout):
             return found[0]
         pattern = {"performative": performative, **_field_pattern(fields)}
         observed = [f for f in self.engine.frames[since:]
                     if f.direction == direction and f.performative == performative]
-        raise ExpectationFailed(f"{self.label}: no matching {performative} within "
-                                f"{self.timeout if timeout is None else timeout:.2f}s", pattern, observed,
+        waited = f"the broker went idle without one after {time.monotonic() - started:.3f}s" if self.went_idle \
+            else f"within {self.timeout if timeout is None else timeout:.2f}s"
+        raise ExpectationFailed(f"{self.label}: no matching {performative} {waited}", pattern, observed,
                                 list(self.engine.frames))
 
     def expect_none(self, performative: str, since: int = 0, within: float | None = None, **fields: Any) -> None:
@@ -447,6 +460,30 @@ class ScriptedPeer:
         if settle:
             delivery.settle()
         self._flush()
+
+
+IDLE_POLL_S = 0.002  # how often a peer with an idle probe asks again while the broker is busy
+
+
+def watch_socket(sock: socket.socket, address: BrokerAddress) -> tuple[WireCount, Watch | None]:
+    """A byte count for a newly connected ``sock`` and, when the broker at ``address`` offers one, its idle probe."""
+    host, port = sock.getsockname()[:2]
+    wire = WireCount(f"{host}:{port}")
+    return wire, probe_for(address.host, address.port, wire)
+
+
+def wait_readable(sock: socket.socket, watch: Watch | None, remaining: float) -> str:
+    """Wait at most ``remaining`` (and 50 ms) for ``sock`` to have bytes: "readable", "idle" or "nothing".
+
+    "idle": nothing is readable and the broker's idle probe says nothing more will come.
+    """
+    pending = getattr(sock, "pending", None)  # TLS: decrypted bytes already buffered
+    if (pending is not None and pending() > 0) or select.select([sock], [], [], 0)[0]:
+        return "readable"
+    if watch is not None and watch.idle():
+        return "idle"
+    poll = min(remaining, IDLE_POLL_S if watch is not None else 0.05)
+    return "readable" if select.select([sock], [], [], poll)[0] else "nothing"
 
 
 def _field_pattern(fields: dict[str, Any]) -> dict[str, Any]:

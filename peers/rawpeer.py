@@ -9,7 +9,6 @@ that start before any protocol header.
 
 from __future__ import annotations
 
-import select
 import socket
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 from .address import BrokerAddress
 from .frames import Frame, FrameSplitter, FramingError
-from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer
+from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, wait_readable, watch_socket
 
 
 class _RawInput:
@@ -74,14 +73,16 @@ class RawModePeer(ScriptedPeer):
             return
         except OSError:
             data = b""
+        self.wire.read += len(data)
         if data:
             self._raw_input.feed(data)
         else:
-            self._eof = True
+            self._eof = self.wire.eof = True
 
     def shutdown_write(self) -> None:
         """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
         _shutdown_write(self._sock)
+        self.wire.write_closed = True
 
     def close(self, graceful: bool = True) -> None:
         """Close; in raw mode without the AMQP close handshake (proton no longer knows the state)."""
@@ -101,6 +102,7 @@ class RawSocket:
         except OSError as exc:
             raise BrokerUnreachable(f"cannot connect to {address.url}: {exc.strerror or exc}") from None
         self._sock.setblocking(False)
+        self.wire, self._watch = watch_socket(self._sock, address)
         self._input = _RawInput(self.frames.append)
         self._out = FrameSplitter("out")
 
@@ -114,13 +116,14 @@ class RawSocket:
             self._out = FrameSplitter("out")
         self.frames.extend(frames)
         try:
+            self._sock.settimeout(self.timeout)  # blocking with a time-out: a partial write is finished, not repeated
             self._sock.sendall(data)
-        except BlockingIOError:
-            self._sock.setblocking(True)
-            self._sock.sendall(data)
-            self._sock.setblocking(False)
         except OSError as exc:
             raise PeerError(f"write to broker failed: {exc}") from None
+        finally:
+            if self._sock is not None:
+                self._sock.setblocking(False)
+        self.wire.written += len(data)
 
     def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``."""
@@ -131,23 +134,27 @@ class RawSocket:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.eof:
                 break
-            readable, _, _ = select.select([self._sock], [], [], min(remaining, 0.05))
-            if readable:
+            readiness = wait_readable(self._sock, self._watch, remaining)
+            if readiness == "idle":
+                break
+            if readiness == "readable":
                 try:
                     data = self._sock.recv(READ_SIZE)
                 except BlockingIOError:
                     continue
                 except OSError:
                     data = b""
+                self.wire.read += len(data)
                 if data:
                     self._input.feed(data)
                 else:
-                    self.eof = True
+                    self.eof = self.wire.eof = True
         return bool(until()) if until is not None else False
 
     def shutdown_write(self) -> None:
         """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
         _shutdown_write(self._sock)
+        self.wire.write_closed = True
 
     def mark(self) -> int:
         """A position in the frame log."""
@@ -158,6 +165,7 @@ class RawSocket:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+            self.wire.write_closed = True
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(f"RawSocket has no {name!r}")

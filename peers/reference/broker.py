@@ -70,6 +70,8 @@ class Consumer:
 class BrokerConnection:
     """One client connection: SASL, then proton's engine. Feed bytes in, take bytes out."""
 
+    hung = False  # a fault (fault_variants.py) that never finishes acting on its input: never idle
+
     def __init__(self, broker: Broker, peer_name: str) -> None:
         self.broker = broker
         self.peer_name = peer_name

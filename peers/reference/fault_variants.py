@@ -51,7 +51,9 @@ class ClosesMidCase(Broker):
 
 
 class SilentConnection(BrokerConnection):
-    """Reads everything and never writes a byte."""
+    """Reads everything and never writes a byte: hung, so the idle probe never calls it idle."""
+
+    hung = True
 
     def data_to_send(self) -> bytes:
         super().data_to_send()

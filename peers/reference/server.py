@@ -3,6 +3,11 @@
 :class:`ReferenceServer` runs :class:`Broker` over ``selectors``. ``start()`` runs the loop in one
 background thread (embedded use: ephemeral port, ``stop()`` joins it); ``serve_forever()`` runs it in
 the calling thread (``amqp-conformance serve``).
+
+The server meters the bytes of every connection, so it can answer the idle probe (:mod:`..idle`): it has
+nothing more to send once it has read and acted on every byte its clients wrote and they have read every
+byte it wrote. One pass of the loop (read, act, dispatch, write) runs under the broker's lock, so the probe,
+which takes the same lock, never sees a pass half done.
 """
 
 from __future__ import annotations
@@ -12,11 +17,24 @@ import socket
 import ssl
 import threading
 import time
+from dataclasses import dataclass
 
+from ..idle import WireCount
 from ..tls import TlsServerConnection
 from .broker import Broker, BrokerConnection
 
 READ_SIZE = 65536
+MAX_METERS = 10_000
+
+
+@dataclass
+class _Meter:
+    """What the server did on one accepted connection: bytes read and acted on, bytes written, EOF seen."""
+
+    read: int = 0
+    written: int = 0
+    eof: bool = False  # the client closed its sending side (or the connection failed)
+    dropped: bool = False  # the server closed the connection
 
 
 class ReferenceServer:
@@ -36,6 +54,8 @@ class ReferenceServer:
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._pending: dict[socket.socket, bytearray] = {}
         self._connections: dict[socket.socket, BrokerConnection] = {}
+        self._meters: dict[socket.socket, _Meter] = {}
+        self._meter_by_peer: dict[str, _Meter] = {}  # "host:port" of the client -> its latest connection
         self._stopping = False
         self._thread: threading.Thread | None = None
 
@@ -68,10 +88,10 @@ class ReferenceServer:
         """Serve until :meth:`stop` is called."""
         try:
             while not self._stopping:
-                for key, _ in self._selector.select(timeout=0.5):
-                    with self.broker.lock:
+                ready = self._selector.select(timeout=0.5)
+                with self.broker.lock:  # one whole pass: the idle probe never sees it half done
+                    for key, _ in ready:
                         self._on_ready(key)
-                with self.broker.lock:
                     self.broker.dispatch()
                     self._flush_all(time.monotonic())
         except SystemExit:  # a fault variant (faults.py) ending the loop as a crash would: the thread just ends
@@ -96,6 +116,7 @@ class ReferenceServer:
             connection = self.broker.accept(f"{peer[0]}:{peer[1]}")
             self._connections[sock] = TlsServerConnection(connection, self.tls) if self.tls else connection
             self._pending[sock] = bytearray()
+            self._meters[sock] = self._meter_by_peer[f"{peer[0]}:{peer[1]}"] = _Meter()
             self._selector.register(sock, selectors.EVENT_READ, "conn")
             return
         sock = key.fileobj
@@ -110,9 +131,12 @@ class ReferenceServer:
                 return
             except OSError:
                 data = b""
+            meter = self._meters[sock]
             if data:
+                meter.read += len(data)
                 connection.receive_data(data)
             else:
+                meter.eof = True
                 connection.receive_eof()
                 self._drop(sock)
 
@@ -120,7 +144,9 @@ class ReferenceServer:
         for sock, connection in list(self._connections.items()):
             connection.engine.tick(now)
             out = self._pending[sock]
-            out += connection.data_to_send()
+            produced = connection.data_to_send()
+            self._meters[sock].written += len(produced)
+            out += produced
             while out:
                 try:
                     sent = sock.send(out)
@@ -128,6 +154,7 @@ class ReferenceServer:
                     break
                 except OSError:
                     out.clear()
+                    self._meters[sock].eof = True
                     connection.receive_eof()
                     self._drop(sock)
                     break
@@ -140,9 +167,44 @@ class ReferenceServer:
                 self.broker.forget(getattr(connection, "inner", connection))
                 self._drop(sock)
 
+    def idle(self, asking: WireCount, wires: list[WireCount]) -> tuple[bool, list[WireCount]]:
+        """The idle probe (:class:`..idle.IdleProbe`): has every byte of ``wires`` been read and acted on,
+        and has ``asking`` read every byte written to it? Also the closed wires read to the end.
+
+        Answers False (unsure) while the loop is not running or busy for more than 50 ms.
+        """
+        if not self.alive() or not self.broker.lock.acquire(timeout=0.05):
+            return False, []
+        try:
+            finished, idle = [], True
+            if any(getattr(connection, "hung", False) for connection in self._connections.values()):
+                return False, []  # a hung connection (a fault) has not finished acting on what it read
+            for wire in wires:
+                meter = self._meter_by_peer.get(wire.local)
+                if meter is None:  # not accepted yet
+                    idle = False
+                elif meter.dropped or (wire.write_closed and meter.eof and meter.read == wire.written):
+                    finished.append(wire)  # nothing more will be read from it
+                elif meter.read != wire.written or meter.eof != wire.write_closed:
+                    idle = False  # bytes (or a close) not read yet; an EOF of an older connection on this port
+            meter = self._meter_by_peer.get(asking.local)
+            if meter is None or meter.written != asking.read or (meter.dropped and not asking.eof):
+                idle = False  # bytes, or the end of the stream, still on their way to the asking peer
+            for wire in finished:  # the peer forgets these wires: the server may forget their meters
+                if self._meter_by_peer.get(wire.local) is not None and self._meter_by_peer[wire.local].dropped:
+                    del self._meter_by_peer[wire.local]
+            return idle, finished
+        finally:
+            self.broker.lock.release()
+
     def _drop(self, sock: socket.socket) -> None:
         self._connections.pop(sock, None)
         self._pending.pop(sock, None)
+        meter = self._meters.pop(sock, None)
+        if meter is not None:
+            meter.dropped = True
+        if len(self._meter_by_peer) > MAX_METERS:  # no probe asks (``serve``): keep only live connections
+            self._meter_by_peer = {peer: m for peer, m in self._meter_by_peer.items() if not m.dropped}
         try:
             self._selector.unregister(sock)
         except (KeyError, ValueError):

@@ -1,0 +1,158 @@
+"""The idle probe (peers/idle.py): a wait ends once the embedded broker is provably idle, and never sooner."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from amqp_conformance.peers import idle
+from amqp_conformance.peers.address import BrokerAddress
+from amqp_conformance.peers.idle import WireCount
+from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from amqp_conformance.peers.rawpeer import RawSocket
+from amqp_conformance.peers.reference.broker import Broker
+from amqp_conformance.peers.reference.fault_variants import Hangs
+from amqp_conformance.peers.reference.server import ReferenceServer
+
+CONFORMANCE = Path(__file__).resolve().parents[2] / "conformance"
+
+
+@pytest.fixture
+def offered():
+    """A reference server that offers its probe, as the embedded launcher does."""
+    servers = []
+
+    def start(broker=None, offer: bool = True) -> ReferenceServer:
+        server = ReferenceServer(broker or Broker()).start()
+        if offer:
+            idle.offer(server.host, server.port, server)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        idle.withdraw(server.host, server.port)
+        server.stop()
+
+
+def connect(server: ReferenceServer, **options) -> ScriptedPeer:
+    return ScriptedPeer.connect(BrokerAddress("127.0.0.1", server.port), timeout=10, quiet=10, **options)
+
+
+def test_a_wait_for_nothing_ends_when_the_broker_is_idle(offered):
+    server = offered()
+    with connect(server) as peer:
+        peer.open()
+        start = time.monotonic()
+        assert peer.pump(timeout=10) is False
+        assert peer.went_idle, "the 10 s wait should have ended because the broker was idle"
+        assert time.monotonic() - start < 5
+
+
+def test_a_frame_that_never_comes_fails_at_once_and_says_why(offered):
+    server = offered()
+    with connect(server) as peer:
+        peer.open()
+        with pytest.raises(ExpectationFailed, match="the broker went idle without one"):
+            peer.expect("detach", timeout=10)
+
+
+def test_without_an_offer_a_wait_runs_its_time(offered):
+    server = offered(offer=False)
+    with connect(server) as peer:
+        peer.open()
+        start = time.monotonic()
+        peer.pump(timeout=0.3)
+        assert not peer.went_idle
+        assert time.monotonic() - start >= 0.3
+
+
+def test_switched_off_the_probe_is_not_used(offered):
+    server = offered()
+    idle.set_enabled(False)
+    try:
+        with connect(server) as peer:
+            peer.open()
+            peer.pump(timeout=0.3)
+            assert not peer.went_idle
+    finally:
+        idle.set_enabled(True)
+
+
+def test_a_hung_broker_is_never_idle(offered):
+    server = offered(Hangs())
+    peer = connect(server)
+    start = time.monotonic()
+    with pytest.raises(ExpectationFailed, match="within 0.30s"):
+        peer.expect("sasl-mechanisms", timeout=0.3)
+    assert time.monotonic() - start >= 0.3
+    peer.close(graceful=False)
+
+
+def test_a_raw_socket_waits_for_the_brokers_close_not_just_its_bytes(offered):
+    server = offered()
+    raw = RawSocket(BrokerAddress("127.0.0.1", server.port), timeout=10)
+    raw.send_raw(b"AMQP\x09\x01\x00\x00")  # a protocol the broker does not speak: it answers and closes
+    raw.pump(lambda: raw.eof, timeout=10)
+    assert raw.eof, "the wait must not end as idle before the end of stream arrives"
+    assert raw.frames[-1].direction == "in"
+    raw.close()
+
+
+def test_the_answer_requires_exact_counts(offered):
+    server = offered(offer=False)
+    with connect(server) as peer:
+        peer.open()
+        peer.pump(timeout=0.2)  # everything read by now, on a quiet loopback
+        mine = peer.wire
+        assert server.idle(mine, [mine]) == (True, [])
+        assert server.idle(WireCount(mine.local, mine.written + 1, mine.read), [])[0] is True  # only asking's reads
+        assert server.idle(mine, [WireCount(mine.local, mine.written + 1, mine.read)])[0] is False
+        assert server.idle(WireCount(mine.local, mine.written, mine.read - 1), [mine])[0] is False
+        assert server.idle(mine, [WireCount(mine.local, mine.written, mine.read, write_closed=True)])[0] is False
+        assert server.idle(mine, [WireCount("127.0.0.1:1")])[0] is False  # a connection not accepted yet
+
+
+def test_closed_wires_read_to_the_end_are_forgotten(offered):
+    server = offered()
+    first = connect(server)
+    first.open()
+    first.close()
+    with connect(server) as second:
+        second.open()
+        second.pump(timeout=10)
+        assert second.went_idle
+        offer = second._watch._offer
+        assert all(w is not first.wire for w in offer.wires)
+
+
+def test_a_dead_server_is_never_idle(offered):
+    server = offered()
+    with connect(server) as peer:
+        peer.open()
+        server.stop()
+        assert server.idle(peer.wire, [peer.wire]) == (False, [])
+
+
+def run_tables(out: Path, *options: str) -> dict[str, str]:
+    import json
+
+    command = [sys.executable, "-m", "pytest", str(CONFORMANCE), "-c", str(CONFORMANCE / "pytest.ini"),
+               "--rootdir", str(CONFORMANCE), "-q", "-p", "no:randomly", "--amqp-out", str(out),
+               "-k", "um.accepted.subscribe or core.settlement or router.anycast", "--case-timeout", "1", *options]
+    subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    return {r["case_id"] + ":" + r["expectation_set"]: r["verdict"]
+            for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+@pytest.mark.parametrize("mutant", [None, "ignores-stateless-disposition", "settles-before-accept"])
+def test_the_probe_changes_time_not_verdicts(tmp_path, mutant):
+    options = ("--reference-mutant", mutant) if mutant else ()
+    probed = run_tables(tmp_path / "probed", *options)
+    timed = run_tables(tmp_path / "timed", "--no-idle-probe", *options)
+    assert probed and probed == timed
+    if mutant:
+        assert "FAIL" in probed.values()
