@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-k", dest="keyword", metavar="EXPR", help="only cases matching this pytest -k expression")
     run.add_argument("--out", default="amqp-results", help="output directory (default: ./amqp-results)")
     run.add_argument("--timeout", type=positive_seconds, default=2.0, help="seconds to wait for an expected frame (2)")
+    run.add_argument("--quiet-time", type=positive_seconds, default=0.3,
+                     help="seconds to watch for a frame that must not arrive (0.3)")
+    run.add_argument("--no-idle-probe", action="store_true",
+                     help="embedded reference broker: wait out --quiet-time and --timeout as against any broker, "
+                          "instead of ending a wait once the broker is provably idle")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
     run.add_argument("--strict", action="store_true",
                      help="exit 1 also when a deviation the profile declares no longer occurs (stale)")
@@ -147,7 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     pytest_args = [str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"), "--rootdir", str(CONFORMANCE_DIR),
                    "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / "allure-results"),
-                   "--case-timeout", str(args.timeout), "-p", "no:randomly", "-rfE",
+                   "--case-timeout", str(args.timeout), "--quiet-time", str(args.quiet_time),
+                   "-p", "no:randomly", "-rfE",
                    "-v" if args.verbose else "-q"]
     if args.broker:
         pytest_args += ["--broker", args.broker]
@@ -159,6 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         pytest_args += ["-k", args.keyword]
     if args.budget is not None:
         pytest_args += ["--run-budget", str(args.budget)]
+    if args.no_idle_probe:
+        pytest_args.append("--no-idle-probe")
     pytest_args += tls_args
     run_ids = repeat_run_ids(run_id, args.repeat)
     for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
