@@ -6,7 +6,8 @@ time-out to learn so. Against a broker over the network the only evidence is tim
 quiet time (``--quiet-time``) or the time-out. A broker that runs in this process can say exactly when it is
 done: every byte each of the case's peers wrote has been read and acted on, and every byte it wrote to the
 asking peer has been read by that peer. From then on nothing can arrive, because the reference broker acts
-only on input (it has no timers). The wait ends there.
+only on input (a connection with an idle time-out, which proton acts on by time, is never idle). The wait
+ends there.
 
 - Each peer keeps a :class:`WireCount` of the bytes it wrote and read on its socket.
 - A broker that can answer implements :class:`IdleProbe` and registers itself for its listening address

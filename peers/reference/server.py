@@ -37,6 +37,12 @@ class _Meter:
     dropped: bool = False  # the server closed the connection
 
 
+def _timed(connection: BrokerConnection) -> bool:
+    """True when proton will act on this connection by time (an idle time-out: heartbeats, or a close)."""
+    transport = connection.engine.transport
+    return bool(transport.idle_timeout or transport.remote_idle_timeout)
+
+
 class ReferenceServer:
     """Listens on ``host:port`` (port 0 picks a free one; see :attr:`port`) and serves ``broker``."""
 
@@ -177,8 +183,9 @@ class ReferenceServer:
             return False, []
         try:
             finished, idle = [], True
-            if any(getattr(connection, "hung", False) for connection in self._connections.values()):
-                return False, []  # a hung connection (a fault) has not finished acting on what it read
+            for connection in self._connections.values():
+                if getattr(connection, "hung", False) or _timed(connection):
+                    return False, []  # a hung fault never finishes acting; idle time-outs act on time, not input
             for wire in wires:
                 meter = self._meter_by_peer.get(wire.local)
                 if meter is None:  # not accepted yet

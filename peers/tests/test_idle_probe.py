@@ -82,6 +82,15 @@ def test_switched_off_the_probe_is_not_used(offered):
         idle.set_enabled(True)
 
 
+def test_a_connection_with_an_idle_timeout_is_never_idle(offered):
+    server = offered()
+    with connect(server) as peer:
+        peer.engine.transport.idle_timeout = 5.0  # the broker will send heartbeats: it acts by time
+        peer.open()
+        peer.pump(timeout=0.3)
+        assert not peer.went_idle
+
+
 def test_a_hung_broker_is_never_idle(offered):
     server = offered(Hangs())
     peer = connect(server)
