@@ -18,11 +18,10 @@ from amqp_conformance.conformance.catalogue import TableError, load_catalogue
 from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
-from amqp_conformance.fixtures.verdict import Verdict
+from amqp_conformance.fixtures.verdict import VERDICT_NAMES, Verdict
 from amqp_conformance.reports.records import new_run_id, read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
-VERDICT_ORDER = ("PASS", "FAIL", "NON-STRICT", "UNSUPPORTED", "ERROR", "INFO")
 
 
 class Usage(Exception):
@@ -198,7 +197,7 @@ def print_summary(results: list[dict], out: Path, width: int | None = None) -> N
 
     counts = Counter(r["verdict"] for r in results)
     print()
-    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v])
+    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_NAMES if counts[v])
     print("\n".join(textwrap.wrap(f"verdicts ({len(results)} case runs): {counted}", width, subsequent_indent="  ")))
     listed = [r for v in ("FAIL", "ERROR", "NON-STRICT") for r in results if r["verdict"] == v]
     if listed:
