@@ -18,11 +18,11 @@ from amqp_conformance.conformance.catalogue import TableError, load_catalogue
 from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
-from amqp_conformance.fixtures.verdict import Verdict
+from amqp_conformance.fixtures.tls_options import checked_tls_files
+from amqp_conformance.fixtures.verdict import VERDICT_NAMES, Verdict
 from amqp_conformance.reports.records import new_run_id, read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
-VERDICT_ORDER = ("PASS", "FAIL", "NON-STRICT", "UNSUPPORTED", "ERROR", "INFO")
 
 
 class Usage(Exception):
@@ -130,15 +130,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_reachable(choice.url)
     if choice.spec is not None and not any(launcher.available()[0] for launcher in choice.spec.launchers):
         choice.start()  # no launcher can start it: raises UsageProblem naming each one's reason
+    checked_tls_files(choice.url, args.ca, args.cert, args.key)  # raises UsageProblem (exit 2)
     tls_args = []
     for option in ("ca", "cert", "key"):
-        value = getattr(args, option)
-        if value is not None:
-            if choice.url is None or choice.url.scheme != "amqps":
-                raise Usage(f"--{option} is for a broker at an amqps:// URL: give --url amqps://HOST:PORT")
-            if not Path(value).is_file():
-                raise Usage(f"--{option} {value}: no such file")
-            tls_args += [f"--{option}", value]
+        if getattr(args, option) is not None:
+            tls_args += [f"--{option}", getattr(args, option)]
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -206,7 +202,7 @@ def print_summary(results: list[dict], out: Path, width: int | None = None) -> N
 
     counts = Counter(r["verdict"] for r in results)
     print()
-    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v])
+    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_NAMES if counts[v])
     print("\n".join(textwrap.wrap(f"verdicts ({len(results)} case runs): {counted}", width, subsequent_indent="  ")))
     listed = [r for v in ("FAIL", "ERROR", "NON-STRICT") for r in results if r["verdict"] == v]
     if listed:

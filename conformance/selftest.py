@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from amqp_conformance.fixtures.logtext import last_line
 from amqp_conformance.peers.reference.mutants import MUTANTS, Mutant
 from amqp_conformance.reports.records import read_results
 
@@ -146,13 +147,8 @@ def run_one(run: MutantRun, out: Path, keyword: str | None, timeout: float) -> M
     run.caught_by = sorted({r["case_id"] for r in results if r["verdict"] == "FAIL"})
     run.errors = sorted({r["case_id"] for r in results if r["verdict"] == "ERROR"})
     if proc.returncode not in (0, 1, 5):  # usage error, internal error, interrupted: the run itself broke
-        run.errors.append(f"pytest exit {proc.returncode}: {_last_line(run.output)}")
+        run.errors.append(f"pytest exit {proc.returncode}: {last_line(run.output, '(no output)')}")
     return run
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1][:200] if lines else "(no output)"
 
 
 def print_table(baseline: MutantRun, runs: list[MutantRun]) -> None:

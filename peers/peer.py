@@ -391,12 +391,20 @@ class ScriptedPeer:
                                     {"flow": "link-credit > 0"}, [], list(self.engine.frames))
 
     def send(self, sender: Sender, body: Any, *, tag: bytes | None = None, settled: bool = False,
-             message: Message | None = None) -> tuple[Delivery, Frame]:
-        """Send one whole message (``settled``: pre-settled); returns proton's delivery and its transfer frame."""
+             message: Message | None = None, state: tuple[int, list[Any]] | None = None) -> tuple[Delivery, Frame]:
+        """Send one whole message (``settled``: pre-settled); returns proton's delivery and its transfer frame.
+
+        ``state`` is the delivery's local state, set before the transfer goes out (and before settling): its
+        descriptor code and its fields, e.g. ``(0x34, [txn_id])`` for a transactional-state.
+        """
         self.wait_for_credit(sender)
         since = self.mark()
         tag = tag or f"t{next(_ids)}".encode()
         delivery = sender.delivery(tag)
+        if state is not None:
+            code, fields = state
+            delivery.local.data = fields
+            delivery.update(code)
         sender.send((message or Message(body=body)).encode())
         sender.advance()
         if settled:

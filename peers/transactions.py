@@ -61,17 +61,8 @@ def send_transactional(peer: ScriptedPeer, sender: Sender, body: Any, txn_id: by
                        tag: bytes | None = None) -> tuple[Delivery, Frame]:
     """Send one whole message whose transfer carries ``transactional-state`` with ``txn_id``; returns the
     delivery and its transfer frame."""
-    peer.wait_for_credit(sender)
-    since = peer.mark()
-    tag = tag or f"tx{next(_ids)}".encode()
-    delivery = sender.delivery(tag)
-    delivery.local.data = [txn_id]
-    delivery.update(TRANSACTIONAL_STATE)
-    sender.send(Message(body=body).encode())
-    sender.advance()
-    if settled:
-        delivery.settle()
-    return delivery, peer.expect("transfer", since, direction="out", delivery_tag=tag)
+    return peer.send(sender, body, tag=tag or f"tx{next(_ids)}".encode(), settled=settled,
+                     state=(TRANSACTIONAL_STATE, [txn_id]))
 
 
 def dispose_transactional(peer: ScriptedPeer, delivery: Delivery, txn_id: bytes, outcome: str = "accepted",

@@ -18,7 +18,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-VERDICTS = ("PASS", "FAIL", "NON-STRICT", "UNSUPPORTED", "ERROR", "INFO")
+from amqp_conformance.fixtures.verdict import VERDICT_NAMES as VERDICTS
+
 COLOURS = {  # background, text: dark text on light fills stays legible in print and screenshots
     "PASS": ("#c8e6c9", "#1b5e20"), "FAIL": ("#ef9a9a", "#7f0000"), "NON-STRICT": ("#ffe0b2", "#8a4b00"),
     "UNSUPPORTED": ("#e0e0e0", "#424242"), "ERROR": ("#ce93d8", "#4a148c"), "INFO": ("#bbdefb", "#0d47a1"),

@@ -119,7 +119,7 @@ class BrokerConnection:
     def data_to_send(self) -> bytes:
         """Everything waiting to be written to the client."""
         if self.sasl.done:
-            self._out += self.broker.encode_outbound(self.engine.data_to_send())
+            self._out += self.engine.data_to_send()
         data = bytes(self._out)
         self._out.clear()
         return data
@@ -471,10 +471,6 @@ class Broker(UmRules):
     def terminal_state(self, state: int) -> int | None:
         """The outcome a consumer's remote state stands for; None for the non-terminal received (3.4.1)."""
         return None if state == Delivery.RECEIVED else state
-
-    def encode_outbound(self, data: bytes) -> bytes:
-        """The bytes proton encoded, as written to the client (unchanged: proton's encoding is the reference's)."""
-        return data
 
 
 def _version() -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from proton import Condition, Data, Delivery, Described, Link, symbol, ulong
 
-from ..frames import Frame, FrameSplitter, FramingError, encode_frame
+from ..frames import Frame, FrameSplitter, encode_frame
 from ..rawframes import RawContext, frame_bytes
 from .broker import Broker, BrokerConnection, Policy
 from .guard import Violation
@@ -449,29 +449,15 @@ class TakesTransfersWithoutCredit(Broker):
         return None if violation.condition == "amqp:link:transfer-limit-exceeded" else violation
 
 
-class List32Dispositions(Broker):
+class List32Dispositions(RewritingBroker):
     """Writes dispositions as list32 (0xd0) where the reference writes list8: the same values, other bytes."""
 
-    def encode_outbound(self, data: bytes) -> bytes:
-        return _rewrite_dispositions(data)
-
-
-def _rewrite_dispositions(data: bytes) -> bytes:
-    try:
-        frames = FrameSplitter("out").feed(data)
-    except FramingError:
-        return data
-    if sum(len(f.raw) for f in frames) != len(data):
-        return data  # not frame-aligned: leave it
-    out = []
-    for frame in frames:
-        if frame.performative == "disposition":
-            fields = {k: v for k, v in frame.fields.items() if v is not None}
-            out.append(frame_bytes({"performative": "disposition", "fields": fields, "channel": frame.channel},
-                                   RawContext()))  # proton.Data writes every list as list32
-        else:
-            out.append(frame.raw)
-    return b"".join(out)
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "disposition":
+            return frame.raw
+        fields = {k: v for k, v in frame.fields.items() if v is not None}
+        return frame_bytes({"performative": "disposition", "fields": fields, "channel": frame.channel},
+                           RawContext())  # proton.Data writes every list as list32
 
 
 CORE_MUTANTS = (

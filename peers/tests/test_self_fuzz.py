@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from amqp_conformance.peers.frames import (
     AMQP_HEADER,
     DEFAULT_SIZE_LIMIT,
@@ -65,9 +66,8 @@ def test_how_the_stream_is_split_does_not_change_what_it_means(data, cuts):
 
 
 @SETTINGS
-@given(st.lists(st.sampled_from(GOOD), min_size=1, max_size=6), st.integers(min_value=1, max_value=200),
-       st.binary(max_size=64))
-def test_valid_frames_then_truncated_or_garbage_tail(frames, cut, tail):
+@given(st.lists(st.sampled_from(GOOD), min_size=1, max_size=6), st.integers(min_value=1, max_value=200))
+def test_valid_frames_cut_anywhere_come_out_whole_once_the_rest_arrives(frames, cut):
     stream = b"".join(frames)
     prefix = stream[:-cut] if cut < len(stream) else b""
     splitter = FrameSplitter("in")
@@ -80,10 +80,28 @@ def test_valid_frames_then_truncated_or_garbage_tail(frames, cut, tail):
         ends += len(frame)
     assert [f.raw for f in got] == whole
     assert splitter.buffered == len(prefix) - ends  # a truncated frame waits for the rest, never misparsed
-    try:
-        splitter.feed(stream[-cut:] + tail if cut < len(stream) else stream + tail)
-    except FramingError as exc:
-        assert exc.offending
+    rest = splitter.feed(stream[len(prefix):])
+    assert [f.raw for f in got + rest] == frames and splitter.buffered == 0
+
+
+# After valid frames, a tail is either garbage (a frame header no frame can have) or the start of a frame.
+GARBAGE = struct.pack(">IBBH", 4, 2, 0, 0) + b"junk"  # size 4 < 8
+TRUNCATED = GOOD[1][:-1]  # an open frame one byte short
+
+
+def test_a_garbage_tail_after_valid_frames_is_a_framing_error_naming_its_bytes():
+    splitter = FrameSplitter("in")
+    assert [f.raw for f in splitter.feed(b"".join(GOOD))] == GOOD
+    with pytest.raises(FramingError, match="invalid frame header: size=4 doff=2") as caught:
+        splitter.feed(GARBAGE)
+    assert caught.value.offending == GARBAGE
+
+
+def test_a_truncated_tail_after_valid_frames_waits_for_its_last_byte():
+    splitter = FrameSplitter("in")
+    assert [f.raw for f in splitter.feed(b"".join(GOOD) + TRUNCATED)] == GOOD
+    assert splitter.buffered == len(TRUNCATED)
+    assert [f.raw for f in splitter.feed(GOOD[1][-1:])] == [GOOD[1]] and splitter.buffered == 0
 
 
 @SETTINGS

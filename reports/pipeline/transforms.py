@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain
 
+from amqp_conformance.fixtures.verdict import VERDICT_NAMES as VERDICTS
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
-VERDICTS = ("PASS", "FAIL", "NON-STRICT", "UNSUPPORTED", "ERROR", "INFO")
 VERDICT_RANK = {"PASS": 0, "INFO": 0, "NON-STRICT": 1, "UNSUPPORTED": 1, "ERROR": 2, "FAIL": 3}
 COMPLIANT = ("PASS", "INFO")
 CASE_KEY = ("case_id", "expectation_set")
