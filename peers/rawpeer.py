@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +71,7 @@ class RawModePeer(ScriptedPeer):
         assert self._sock is not None
         try:
             data = self._sock.recv(READ_SIZE)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError:
             data = b""
