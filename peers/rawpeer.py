@@ -10,6 +10,7 @@ that start before any protocol header.
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -69,7 +70,7 @@ class RawModePeer(ScriptedPeer):
         assert self._sock is not None
         try:
             data = self._sock.recv(READ_SIZE)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError:
             data = b""
