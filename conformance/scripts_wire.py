@@ -84,6 +84,10 @@ def _exchange(ctx: CaseContext) -> ScriptedPeer:
     session.close()
     peer.pump(lambda: peer.find("end") is not None)
     peer.close()
+    if peer.find("close") is None:  # whatever the transport showed (a reset, or a TLS or TCP end of stream)
+        last = next((f for f in reversed(peer.frames) if f.direction == "in"), None)
+        raise SetupFailed("the exchange did not complete: the broker ended the connection without an AMQP "
+                          f"close (last frame from the broker: {last.describe() if last else 'none'})")
     _drain(ctx)
     return peer
 
