@@ -4,7 +4,8 @@
 socket. The caller moves bytes: :meth:`receive_data` with what arrived, :meth:`data_to_send` for what to
 write, :meth:`receive_eof` when the peer closed. Both directions pass through a :class:`FrameSplitter`,
 so each frame is recorded in :attr:`frames` with its decoded performative before proton sees it (in) or
-as soon as proton produced it (out). Both the scripted peer and the reference broker are built on it.
+as soon as proton produced it (out). Both the scripted peer and the reference broker are built on it; the
+broker splits its input itself (to judge each frame first) and hands frames in with :meth:`receive_frame`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,18 @@ class CapturingEngine:
         """Give bytes read from the network to the capture, then to proton (as much as it can take)."""
         self.bind()
         self._capture_bytes(self._inbound, data)
+        self._push(data)
+
+    def receive_frame(self, frame: Frame) -> None:
+        """Give proton one inbound frame (or protocol header) the caller has already split and decoded,
+        recording ``frame`` itself as captured: no second split or decode. For callers that split the
+        input themselves (the reference broker's policed input); do not mix with :meth:`receive_data` on
+        one engine, whose own splitter would miss these bytes."""
+        self.bind()
+        self.capture(frame)
+        self._push(frame.raw)
+
+    def _push(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             capacity = self.transport.capacity()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,6 +57,9 @@ class Frame:
     payload: bytes
     raw: bytes
     t_ns: int = field(default_factory=time.monotonic_ns)
+    # proton.Data type codes of the performative list's fields, as encoded (Data.NULL for an encoded null):
+    # recorded by a splitter made with field_types=True from its one decode; None when not recorded
+    field_types: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def payload_len(self) -> int:
@@ -129,8 +132,20 @@ def decode_body(body: bytes) -> tuple[str, dict[str, Any], bytes]:
     described list, yields ("undecodable", {"error": ...}, body) rather than raising: a hostile or broken
     peer's frame is evidence to show, not a crash.
     """
+    name, fields, payload, _ = _decode(body, want_types=False)
+    return name, fields, payload
+
+
+def decode_body_typed(body: bytes) -> tuple[str, dict[str, Any], bytes, tuple[int, ...] | None]:
+    """:func:`decode_body` plus the ``proton.Data`` type code of each field of the performative's list as it
+    was encoded (``Data.NULL`` for a null), from the same decode; the codes are None when the body is not
+    a described list (or is empty, or does not decode)."""
+    return _decode(body, want_types=True)
+
+
+def _decode(body: bytes, want_types: bool) -> tuple[str, dict[str, Any], bytes, tuple[int, ...] | None]:
     if not body:
-        return "empty", {}, b""
+        return "empty", {}, b"", None
     data = Data()
     try:
         consumed = data.decode(body)
@@ -138,12 +153,47 @@ def decode_body(body: bytes) -> tuple[str, dict[str, Any], bytes]:
         data.next()
         obj = data.get_object()
     except Exception as exc:  # proton raises DataException and friends on bad input
-        return "undecodable", {"error": f"{type(exc).__name__}: {exc}"}, body
+        return "undecodable", {"error": f"{type(exc).__name__}: {exc}"}, body, None
+    types = _list_types(data) if want_types else None
     named = normalize(obj)
     if not isinstance(named, dict) or "@type" not in named:
-        return "undecodable", {"error": "frame body is not a known described list", "value": named}, body
+        return ("undecodable", {"error": "frame body is not a known described list", "value": named}, body,
+                types)
     name = named.pop("@type")
-    return name, named, body[consumed:]
+    return name, named, body[consumed:], types
+
+
+def body_field_types(body: bytes) -> tuple[int, ...] | None:
+    """Only the type codes :func:`decode_body_typed` gives (for a frame split without them); None when the
+    body does not decode to a described list."""
+    data = Data()
+    try:
+        data.decode(body)
+    except Exception:
+        return None
+    return _list_types(data)
+
+
+def _list_types(data: Data) -> tuple[int, ...] | None:
+    """The type codes of the items of the described list ``data`` holds (its cursor anywhere); None when
+    the value is not a described list."""
+    try:
+        data.rewind()
+        if data.next() != Data.DESCRIBED:
+            return None
+        data.enter()
+        data.next()
+        if data.next() != Data.LIST:
+            return None
+        data.enter()
+        types = []
+        while True:
+            kind = data.next()
+            if kind is None:
+                return tuple(types)
+            types.append(kind)
+    except Exception:
+        return None
 
 
 class FrameSplitter:
@@ -154,11 +204,13 @@ class FrameSplitter:
     header, the SASL frames and the AMQP header that follows them split correctly. A frame whose size
     field is below 8 or above ``size_limit`` raises :class:`FramingError`; after that the splitter is
     stuck and every later call raises again (the stream has lost its framing for good).
+    With ``field_types=True`` each frame also carries :attr:`Frame.field_types`, taken from the same decode.
     """
 
-    def __init__(self, direction: str, size_limit: int = DEFAULT_SIZE_LIMIT) -> None:
+    def __init__(self, direction: str, size_limit: int = DEFAULT_SIZE_LIMIT, field_types: bool = False) -> None:
         self.direction = direction
         self.size_limit = size_limit
+        self.field_types = field_types
         self._buffer = bytearray()
         self._broken: FramingError | None = None
 
@@ -169,15 +221,24 @@ class FrameSplitter:
 
     def feed(self, chunk: bytes) -> list[Frame]:
         """Add bytes from the stream; return the frames they complete, in order."""
+        return list(self.split(chunk))
+
+    def split(self, chunk: bytes) -> Iterator[Frame]:
+        """Add bytes from the stream (at once); the frames they complete come one at a time, each split and
+        decoded only when the iterator is asked for it, so a caller that stops early leaves the rest
+        buffered, undecoded, for the next call. Raises :class:`FramingError` as :meth:`feed` does (at once
+        when broken already, else when the bad frame is reached)."""
         if self._broken is not None:
             raise self._broken
         self._buffer += chunk
-        frames: list[Frame] = []
+        return self._frames()
+
+    def _frames(self) -> Iterator[Frame]:
         while True:
             frame = self._next_frame()
             if frame is None:
-                return frames
-            frames.append(frame)
+                return
+            yield frame
 
     def _next_frame(self) -> Frame | None:
         buf = self._buffer
@@ -200,6 +261,9 @@ class FrameSplitter:
             return None
         raw = bytes(buf[:size])
         del buf[:size]
+        if self.field_types:
+            name, fields, payload, types = decode_body_typed(raw[doff * 4:])
+            return Frame(self.direction, channel, frame_type, name, fields, payload, raw, field_types=types)
         name, fields, payload = decode_body(raw[doff * 4:])
         return Frame(self.direction, channel, frame_type, name, fields, payload, raw)
 

@@ -16,6 +16,7 @@ documented guarantees exactly:
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -473,6 +474,7 @@ class Broker(UmRules):
         return None if state == Delivery.RECEIVED else state
 
 
+@functools.lru_cache(maxsize=1)  # importlib.metadata reads files: once per process, not per connection
 def _version() -> str:
     try:
         from importlib.metadata import version

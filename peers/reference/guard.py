@@ -18,7 +18,7 @@ from typing import Any
 from proton import Data
 
 from ..amqp_types import PERFORMATIVES
-from ..frames import FRAME_TYPE_AMQP, Frame
+from ..frames import FRAME_TYPE_AMQP, Frame, body_field_types
 
 UNLIMITED = 0xFFFFFFFF
 DELIVERY_STATES = {0x23, 0x24, 0x25, 0x26, 0x27, 0x34}  # 3.4 delivery states, 4.5.5 transactional-state
@@ -308,7 +308,9 @@ def field_problem(frame: Frame) -> tuple[str, str] | None:
     from ..rawframes import FIELD_TYPES
 
     spec = BY_NAME[frame.performative]
-    types = _field_types(frame.raw[frame.raw[4] * 4:])
+    types = frame.field_types  # from the splitter's one decode (FrameSplitter(field_types=True))
+    if types is None:
+        types = body_field_types(frame.raw[frame.raw[4] * 4:])  # a frame split without them
     if types is None:
         return "amqp:decode-error", f"the {frame.performative} body is not a described list (2.8.15)"
     for index, name in enumerate(spec.fields):
@@ -326,24 +328,3 @@ def field_problem(frame: Frame) -> tuple[str, str] | None:
             return "amqp:decode-error", f"disposition state {frame.fields.get('state')!r} is not a delivery state (3.4)"
     return None
 
-
-def _field_types(body: bytes) -> list[int] | None:
-    data = Data()
-    try:
-        data.decode(body)
-        data.rewind()
-        if data.next() != Data.DESCRIBED:
-            return None
-        data.enter()
-        data.next()
-        if data.next() != Data.LIST:
-            return None
-        data.enter()
-        types = []
-        while True:
-            kind = data.next()
-            if kind is None:
-                return types
-            types.append(kind)
-    except Exception:
-        return None

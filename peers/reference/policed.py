@@ -30,7 +30,9 @@ class PolicedInput:
         self.connection = connection
         self.engine = connection.engine
         self.guard = ProtocolGuard()
-        self.splitter = FrameSplitter("in", size_limit=self.engine.transport.max_frame_size)
+        # the one decode of each inbound frame: the guard reads its fields and field types, the engine
+        # captures it as it is (CapturingEngine.receive_frame)
+        self.splitter = FrameSplitter("in", size_limit=self.engine.transport.max_frame_size, field_types=True)
         self.sessions: dict[int, Session] = {}  # peer channel -> proton session
         self.links: dict[tuple[int, int], Link] = {}  # (peer channel, peer handle) -> proton link
         self.broken = False  # after a framing error the byte stream cannot be read any more
@@ -52,8 +54,7 @@ class PolicedInput:
                 return
             data, header = bytes(self._header[8:]), bytes(self._header[:8])
             self._header.clear()
-            self._judge(Frame("in", 0, -1, "amqp-header" if header == AMQP_HEADER else "unknown-header",
-                              {}, b"", header))
+            self._judge(_header_frame(header))
             if self.broken or not data:
                 return
         try:
@@ -71,13 +72,13 @@ class PolicedInput:
     def _judge(self, frame: Frame) -> None:
         violation = self.guard.check(frame)
         if violation is None:
-            self.engine.receive_data(frame.raw)
+            self.engine.receive_frame(frame)
             self._learn(frame)
             return
         if violation.scope != "discard":
             answer = self.connection.broker.answer_violation(violation)
             if answer is None:  # a mutant lets proton have the frame
-                self.engine.receive_data(frame.raw)
+                self.engine.receive_frame(frame)
                 return
             self.engine.capture(frame)
             self._answer(answer)
@@ -146,3 +147,12 @@ class PolicedInput:
         if violation.condition == "amqp:connection:framing-error":
             self.broken = True
             self.connection.close_after_write = True
+
+
+def _header_frame(header: bytes) -> Frame:
+    """The first 8 bytes of the input as a frame: the AMQP header (with the fields a splitter gives it) or
+    an unknown header."""
+    if header == AMQP_HEADER:
+        return Frame("in", 0, -1, "amqp-header", {"protocol-id": header[4], "version": list(header[5:8])}, b"",
+                     header)
+    return Frame("in", 0, -1, "unknown-header", {}, b"", header)

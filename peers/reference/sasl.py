@@ -76,12 +76,17 @@ class SaslServer:
                 result.frames_in.append(Frame("in", 0, -1, "unknown-header", {}, b"", start))
                 result.close = True
                 return result
-        try:
-            frames = self._splitter.feed(data)
-        except FramingError:
-            result.close = True
-            return result
-        for index, frame in enumerate(frames):
+        # frames are split one at a time: what follows the exchange stays in the buffer, undecoded, and is
+        # passed on as bytes (the broker's policed input then decodes each frame once)
+        frames = self._splitter.split(data)
+        while True:
+            try:
+                frame = next(frames, None)
+            except FramingError:
+                result.close = True
+                return result
+            if frame is None:
+                return result
             result.frames_in.append(frame)
             if frame.performative == "amqp-header":
                 if self.users:
@@ -89,7 +94,7 @@ class SaslServer:
                     result.close = True
                     return result
                 self.done = True
-                result.passthrough = b"".join(f.raw for f in frames[index:]) + self._leftover()
+                result.passthrough = frame.raw + self._leftover()
                 result.frames_in.pop()  # proton's capture records it
                 return result
             if frame.performative == "sasl-header":
@@ -106,12 +111,11 @@ class SaslServer:
                     result.close = True
                     return result
                 self.done = True
-                result.passthrough = b"".join(f.raw for f in frames[index + 1:]) + self._leftover()
+                result.passthrough = self._leftover()
                 return result
             else:
                 result.close = True
                 return result
-        return result
 
     def _leftover(self) -> bytes:
         rest = bytes(self._splitter._buffer)

@@ -14,6 +14,7 @@ unknown (``None``) result does not select the message.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,13 @@ def parse(text: str) -> Selector:
     root = parser.expression()
     parser.expect_end()
     return Selector(text, root)
+
+
+@functools.lru_cache(maxsize=256)
+def parse_cached(text: str) -> Selector:
+    """:func:`parse`, remembered by text: a :class:`Selector` is immutable, so one parse serves every link
+    (and every check) that names the same text. A text that does not parse raises each time."""
+    return parse(text)
 
 
 def _num(value: Any) -> bool:

@@ -20,6 +20,8 @@ class StoredMessage:
     eid: int
     encoded: bytes
     delivery_count: int = 0
+    # (encoded, what a selector reads of it), kept by um_rules.take_for; stale once ``encoded`` is replaced
+    selector_env: tuple[bytes, dict] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..engine import delivery_tag
 from ..frames import described
 from .acl import Acl
 from .faults import Faults, is_fatal
-from .selector import SelectorError, message_env, parse, selector_text
+from .selector import SelectorError, message_env, parse_cached, selector_text
 from .transactions import UNKNOWN_ID, TransactionManager, UnknownTransaction
 
 if TYPE_CHECKING:
@@ -56,6 +56,18 @@ def _filter_map(link: Link) -> Any:
     if not data.next():
         return None
     return data.get_object()
+
+
+def selector_env(message: StoredMessage) -> dict[str, Any]:
+    """What a selector reads of a stored message (:func:`message_env`), decoded once per stored message and
+    again only after its encoded bytes were replaced (a redelivery rewrites them)."""
+    cached = message.selector_env
+    if cached is None or cached[0] is not message.encoded:
+        decoded = Message()
+        decoded.decode(message.encoded)
+        cached = (message.encoded, message_env(decoded))
+        message.selector_env = cached
+    return cached[1]
 
 
 class UmRules:
@@ -103,7 +115,7 @@ class UmRules:
         text = selector_text(_filter_map(link))
         if text is not None:
             try:
-                parse(text)
+                parse_cached(text)  # consumer_selector then takes the same parse
             except SelectorError as exc:
                 return self.condition("amqp:invalid-field", f"jms-selector: {exc}")
         if self.policy_one_subscription() and any(
@@ -157,7 +169,7 @@ class UmRules:
     def consumer_selector(self, link: Link) -> Any:
         """The parsed ``jms-selector`` of a consumer link's source, or None (it parsed at subscription)."""
         text = selector_text(_filter_map(link))
-        return None if text is None else parse(text)
+        return None if text is None else parse_cached(text)
 
     def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
         """The next message for ``consumer``: the oldest pending one its selector (if any) selects, skipping
@@ -168,11 +180,8 @@ class UmRules:
         for message in list(subscription.pending):
             if message.eid in skip:
                 continue
-            if selector is not None:
-                decoded = Message()
-                decoded.decode(message.encoded)
-                if not selector.matches(message_env(decoded)):
-                    continue
+            if selector is not None and not selector.matches(selector_env(message)):
+                continue
             subscription.pending.remove(message)
             subscription.outstanding[message.eid] = message
             return message
