@@ -8,10 +8,11 @@ fields, its performative bytes (frame body without payload, hex) and its encodin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ScriptedPeer
+from amqp_conformance.peers.peer import PeerError, ScriptedPeer
 from proton import Condition, Delivery, symbol
 
 from .context import CaseContext, SetupFailed, setup_step
@@ -121,24 +122,52 @@ def pick(peer: ScriptedPeer, direction: str, label: str) -> Frame | None:
     return next((f for f in frames if f.performative == label), None)
 
 
-_EXCHANGES: dict[str, ScriptedPeer] = {}
+@dataclass
+class FailedExchange:
+    """Why the shared exchange failed, and its peers (their frames are every row's evidence)."""
+
+    reason: str
+    peers: list[ScriptedPeer]
+
+
+_EXCHANGES: dict[str, ScriptedPeer | FailedExchange] = {}  # by broker URL
+
+
+def forget_exchanges() -> None:
+    """Forget every cached exchange: each pytest session (each ``run --repeat`` repetition) runs its own."""
+    _EXCHANGES.clear()
+
+
+def _shared_exchange(ctx: CaseContext) -> ScriptedPeer:
+    """The exchange of this broker, run by the first row that needs it. A failure is kept and raised for
+    every row: one exchange, one outcome (a broker that drops it is not made to drop it 27 times)."""
+    cached = _EXCHANGES.get(ctx.address.url)
+    if cached is None:
+        try:
+            cached = _exchange(ctx)
+        except PeerError as exc:
+            _EXCHANGES[ctx.address.url] = FailedExchange(
+                f"the shared wire exchange failed (first run for {ctx.case_id}): {exc}", list(ctx.peers))
+            raise
+        _EXCHANGES[ctx.address.url] = cached
+    if isinstance(cached, FailedExchange):
+        ctx.peers.extend(p for p in cached.peers if p not in ctx.peers)  # the row's frame log: that exchange
+        raise SetupFailed(cached.reason)
+    if cached not in ctx.peers:
+        ctx.peers.append(cached)
+    return cached
 
 
 def run_wire_performatives(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observe ``decoded``, ``bytes`` and ``form`` of the frame the row names.
 
-    The exchange runs once per broker (by URL) and its frames serve every row, so 27 rows cost one
-    exchange; each row's frame log shows that exchange.
+    The exchange runs once per broker (by URL) and pytest session, and its frames (or its failure) serve
+    every row, so 27 rows cost one exchange; each row's frame log shows that exchange.
     """
-    peer = _EXCHANGES.get(ctx.address.url)
-    if peer is None:
-        peer = _EXCHANGES[ctx.address.url] = _exchange(ctx)
-    elif peer not in ctx.peers:
-        ctx.peers.append(peer)
+    peer = _shared_exchange(ctx)
     frame = pick(peer, "in" if given["side"] == "broker" else "out", given["frame"])
     if frame is None and given["side"] == "peer":
         raise SetupFailed(f"our peer wrote no {given['frame']} frame in the exchange")
     return {"decoded": dict(frame.fields) if frame else None,
             "bytes": body_bytes(frame).hex() if frame else None,
             "form": encoding_form(frame)}
-
