@@ -13,19 +13,20 @@ directory holds), so a 20-repeat directory reads like one run. Exit status: 0, o
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from amqp_conformance.reports.records import RESULTS_FILE, read_results
 
 
 def load(run_dir: Path) -> list[dict]:
     """The result records of ``run_dir/results.jsonl`` of its complete runs (those with as many records as
     the largest): a repetition still running, or cut short, would skew the per-repetition means."""
-    path = run_dir / "results.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"case_time: no {path}; give a directory an 'amqp-conformance run --out' wrote")
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = read_results(run_dir)
+    if not records:
+        raise SystemExit(f"case_time: no {run_dir / RESULTS_FILE}; give a directory an 'amqp-conformance run "
+                         "--out' wrote")
     sizes: dict[str, int] = defaultdict(int)
     for record in records:
         sizes[record["run_id"]] += 1

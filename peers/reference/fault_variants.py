@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 
-from ..frames import FrameSplitter
+from ..frames import Frame
 from .broker import Broker, BrokerConnection
-from .mutants import Mutant
+from .mutants import Mutant, RewritingConnection
 
 _crashed = threading.Event()  # once per process: a restarted broker does not crash again
 
@@ -21,26 +21,20 @@ class BrokerCrash(SystemExit):
     """Ends the server thread as an unhandled error would (SystemExit: threading prints no traceback)."""
 
 
-class ClosingConnection(BrokerConnection):
+class ClosingConnection(RewritingConnection):
     """Closes the TCP connection (no AMQP close) right after it has written its first transfer or disposition."""
 
     def __init__(self, broker: Broker, peer_name: str) -> None:
-        super().__init__(broker, peer_name)
-        self._splitter = FrameSplitter("out")
+        super().__init__(broker, peer_name, self._until_first_delivery_frame)
         self._cut = False
 
-    def data_to_send(self) -> bytes:
-        data = super().data_to_send()
+    def _until_first_delivery_frame(self, frame: Frame) -> bytes:
         if self._cut:
             return b""
-        kept = []
-        for frame in self._splitter.feed(data):
-            kept.append(frame.raw)
-            if frame.performative in ("transfer", "disposition"):
-                self._cut = True
-                self.close_after_write = True
-                break
-        return b"".join(kept)
+        if frame.performative in ("transfer", "disposition"):
+            self._cut = True
+            self.close_after_write = True
+        return frame.raw
 
 
 class ClosesMidCase(Broker):
