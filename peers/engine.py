@@ -68,11 +68,11 @@ class CapturingEngine:
         for listener in self.listeners:
             listener(frame)
 
-    def _capture_bytes(self, splitter: FrameSplitter, data: bytes) -> None:
+    def _capture_bytes(self, splitter: FrameSplitter, data: bytes, t_ns: int | None = None) -> None:
         if self.framing_error is not None and splitter is self._inbound:
             return
         try:
-            for frame in splitter.feed(data):
+            for frame in splitter.feed(data, t_ns):
                 self.capture(frame)
         except FramingError as exc:
             if splitter is self._inbound:
@@ -81,10 +81,13 @@ class CapturingEngine:
                 self.capture(Frame("in", 0, -1, "framing-error", {"error": exc.message},
                                    b"", exc.offending))
 
-    def receive_data(self, data: bytes) -> None:
-        """Give bytes read from the network to the capture, then to proton (as much as it can take)."""
+    def receive_data(self, data: bytes, t_ns: int | None = None) -> None:
+        """Give bytes read from the network to the capture, then to proton (as much as it can take).
+
+        ``t_ns``: when the bytes arrived (``time.monotonic_ns`` clock, see :mod:`.recvtime`); the frames
+        they complete carry it. None: now."""
         self.bind()
-        self._capture_bytes(self._inbound, data)
+        self._capture_bytes(self._inbound, data, t_ns)
         self._push(data)
 
     def receive_frame(self, frame: Frame) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proton import Array, Data, Described, symbol, ulong
+from proton import Array, Data, Described, ulong
 
 from .amqp_types import BY_CODE, BY_NAME, BY_SYMBOL, CHOICE_FIELDS
 
@@ -79,8 +79,10 @@ def normalize(value: Any, owner: str | None = None, field_name: str | None = Non
 
     Described values whose descriptor is known become dicts ``{"@type": name, field: value, ...}``
     (every field up to the encoded list's length; missing trailing fields are absent). Restricted-type
-    choices (role, settle modes, terminus durability) become their names. Symbols become ``str``;
-    binary stays ``bytes``; unknown descriptors stay as ``{"@descriptor": ..., "@value": ...}``.
+    choices (role, settle modes, terminus durability) become their names. Scalars keep their AMQP type
+    (a symbol stays ``proton.symbol``, a uint ``proton.uint``: subclasses of ``str`` and ``int``, see
+    :func:`_plain_scalar`); binary becomes ``bytes``; unknown descriptors stay as
+    ``{"@descriptor": ..., "@value": ...}``.
     """
     if isinstance(value, Described):
         descriptor = value.descriptor
@@ -110,18 +112,13 @@ def normalize(value: Any, owner: str | None = None, field_name: str | None = Non
 
 
 def _plain_scalar(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, symbol):
-        return str(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    """A decoded scalar as plain Python data that keeps its AMQP type: proton's typed scalars (``symbol``,
+    ``char``, ``uint``, ``ulong``, ``ubyte``, ``ushort``, ``byte``, ``short``, ``int32``, ``timestamp``,
+    ``float32``, the decimals) subclass ``str``, ``int`` or ``float``, so they compare equal to plain values
+    and serialise as JSON, while a pattern can still require the type (:mod:`.matching`'s ``@symbol`` and
+    friends). Binary becomes ``bytes``."""
+    if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
     return value
 
 
@@ -213,24 +210,30 @@ class FrameSplitter:
         self.field_types = field_types
         self._buffer = bytearray()
         self._broken: FramingError | None = None
+        self._t_ns = 0  # when the last chunk arrived: the time of every frame it completes
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)
 
-    def feed(self, chunk: bytes) -> list[Frame]:
-        """Add bytes from the stream; return the frames they complete, in order."""
-        return list(self.split(chunk))
+    def feed(self, chunk: bytes, t_ns: int | None = None) -> list[Frame]:
+        """Add bytes from the stream; return the frames they complete, in order.
 
-    def split(self, chunk: bytes) -> Iterator[Frame]:
+        ``t_ns`` (``time.monotonic_ns`` clock): when ``chunk`` arrived; every frame it completes is stamped
+        with it (a frame's time is the arrival of its last byte). None: now.
+        """
+        return list(self.split(chunk, t_ns))
+
+    def split(self, chunk: bytes, t_ns: int | None = None) -> Iterator[Frame]:
         """Add bytes from the stream (at once); the frames they complete come one at a time, each split and
         decoded only when the iterator is asked for it, so a caller that stops early leaves the rest
         buffered, undecoded, for the next call. Raises :class:`FramingError` as :meth:`feed` does (at once
-        when broken already, else when the bad frame is reached)."""
+        when broken already, else when the bad frame is reached). ``t_ns``: as for :meth:`feed`."""
         if self._broken is not None:
             raise self._broken
         self._buffer += chunk
+        self._t_ns = time.monotonic_ns() if t_ns is None else t_ns
         return self._frames()
 
     def _frames(self) -> Iterator[Frame]:
@@ -248,7 +251,8 @@ class FrameSplitter:
             raw = bytes(buf[:8])
             del buf[:8]
             name = HEADER_NAMES.get(raw, "unknown-header")
-            return Frame(self.direction, 0, -1, name, {"protocol-id": raw[4], "version": list(raw[5:8])}, b"", raw)
+            return Frame(self.direction, 0, -1, name, {"protocol-id": raw[4], "version": list(raw[5:8])}, b"", raw,
+                         t_ns=self._t_ns)
         if len(buf) < 8:
             return None
         size, doff, frame_type, channel = struct.unpack(">IBBH", bytes(buf[:8]))
@@ -263,9 +267,10 @@ class FrameSplitter:
         del buf[:size]
         if self.field_types:
             name, fields, payload, types = decode_body_typed(raw[doff * 4:])
-            return Frame(self.direction, channel, frame_type, name, fields, payload, raw, field_types=types)
+            return Frame(self.direction, channel, frame_type, name, fields, payload, raw, t_ns=self._t_ns,
+                         field_types=types)
         name, fields, payload = decode_body(raw[doff * 4:])
-        return Frame(self.direction, channel, frame_type, name, fields, payload, raw)
+        return Frame(self.direction, channel, frame_type, name, fields, payload, raw, t_ns=self._t_ns)
 
 
 def redact_frame(frame: Frame) -> Frame:

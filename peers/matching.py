@@ -8,6 +8,10 @@ A pattern is plain data, so case tables can hold it:
 - ``{"@regex": "..."}`` matches a str (or bytes, read as UTF-8) that the regular expression fully matches;
 - ``{"@present": true}`` matches any non-null value, ``{"@present": false}`` an absent or null one;
 - ``{"@one-of": [p1, p2]}`` matches when any of the patterns matches;
+- ``{"@symbol": p}`` (likewise ``@string``, ``@binary``, ``@boolean``, ``@ubyte``, ``@ushort``, ``@uint``,
+  ``@ulong``, ``@byte``, ``@short``, ``@int``, ``@long``, ``@timestamp``, ``@char``, ``@float``, ``@double``)
+  matches a value of that AMQP type (as decoded by ``proton.Data``, which keeps the type, see
+  :func:`..frames.normalize`) that also matches ``p``: an error condition a string is not a symbol;
 - a list matches a list of the same length element by element;
 - a str matches an equal str, or bytes whose UTF-8 text is equal;
 - anything else matches an equal value (``True`` does not equal ``1`` here).
@@ -16,11 +20,52 @@ A pattern is plain data, so case tables can hold it:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
+
+from proton import byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
 from .frames import render
 
-OPERATORS = ("@regex", "@present", "@one-of")
+
+def _is_string(value: Any) -> bool:
+    return isinstance(value, str) and not isinstance(value, (symbol, char))
+
+
+def _is_exactly(kind: type) -> Callable[[Any], bool]:
+    return lambda value: type(value) is kind
+
+
+# AMQP 1.0 1.6 primitive types as proton.Data decodes them: a typed subclass each, except long (a plain int),
+# double (a plain float), string (a plain str), binary (bytes) and boolean (bool)
+AMQP_TYPES: dict[str, Callable[[Any], bool]] = {
+    "symbol": lambda value: isinstance(value, symbol),
+    "string": _is_string,
+    "char": lambda value: isinstance(value, char),
+    "binary": lambda value: isinstance(value, (bytes, bytearray)),
+    "boolean": lambda value: isinstance(value, bool),
+    "ubyte": lambda value: isinstance(value, ubyte),
+    "ushort": lambda value: isinstance(value, ushort),
+    "uint": lambda value: isinstance(value, uint),
+    "ulong": lambda value: isinstance(value, ulong),
+    "byte": lambda value: isinstance(value, byte),
+    "short": lambda value: isinstance(value, short),
+    "int": lambda value: isinstance(value, int32),
+    "long": _is_exactly(int),
+    "timestamp": lambda value: isinstance(value, timestamp),
+    "float": lambda value: isinstance(value, float32),
+    "double": _is_exactly(float),
+}
+TYPE_OPERATORS = tuple(f"@{name}" for name in AMQP_TYPES)
+OPERATORS = ("@regex", "@present", "@one-of", *TYPE_OPERATORS)
+
+
+def amqp_type_of(value: Any) -> str:
+    """The AMQP type name of a decoded scalar ("symbol", "uint", ...), or its Python type's name otherwise."""
+    for name, test in AMQP_TYPES.items():
+        if test(value):
+            return name
+    return "null" if value is None else type(value).__name__
 
 
 def mismatches(pattern: Any, value: Any, path: str = "") -> list[str]:
@@ -54,6 +99,11 @@ def matches(pattern: Any, value: Any) -> bool:
 
 def _operator(pattern: dict, value: Any, where: str) -> list[str]:
     op, arg = next(iter(pattern.items()))
+    if op in TYPE_OPERATORS:
+        kind = op[1:]
+        if not AMQP_TYPES[kind](value):
+            return [f"{where}: expected {kind} {render(arg)}, observed {amqp_type_of(value)} {render(value)}"]
+        return mismatches(arg, value, where)
     if op == "@present":
         if (value is not None) == bool(arg):
             return []
@@ -91,6 +141,8 @@ def validate_pattern(pattern: Any, path: str = "") -> list[str]:
                         re.compile(sub)
                     except (re.error, TypeError) as exc:
                         problems.append(f"{here}: invalid regular expression {sub!r}: {exc}")
+                elif key in TYPE_OPERATORS:
+                    problems += validate_pattern(sub, here)
                 elif key == "@one-of":
                     if not isinstance(sub, list):
                         problems.append(f"{here}: @one-of takes a list of patterns")

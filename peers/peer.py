@@ -20,11 +20,13 @@ from typing import Any
 
 from proton import SASL, Delivery, Link, Message, Receiver, Sender, Session, Terminus
 
+from . import recvtime
 from .address import BrokerAddress
 from .engine import CapturingEngine, delivery_tag
 from .frames import Frame, FrameSplitter, FramingError, frames_text, render
 from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
+from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
 
 DEFAULT_TIMEOUT = 2.0
@@ -92,10 +94,13 @@ class ScriptedPeer:
 
     def __init__(self, address: BrokerAddress, *, timeout: float = DEFAULT_TIMEOUT, quiet: float = DEFAULT_QUIET,
                  label: str = "peer", container_id: str | None = None, max_frame_size: int | None = None,
-                 sasl_mechanisms: str | None = None) -> None:
+                 sasl_mechanisms: str | None = None, min_watch: float = 0.0) -> None:
         self.address = address
         self.timeout = timeout
         self.quiet = quiet
+        # a bounded watch: every wait lasts at least this long unless its condition is met, and the broker's
+        # idle probe cannot end it sooner (an effect that must not happen may come late, by the clock)
+        self.min_watch = min_watch
         self.label = label
         self.engine = CapturingEngine(server=False, max_frame_size=max_frame_size)
         self.connection = self.engine.connection
@@ -134,6 +139,7 @@ class ScriptedPeer:
                 raise BrokerUnreachable(f"TLS with {address.url} failed: {exc}") from None
         peer._sock.setblocking(False)
         peer._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        recvtime.enable(peer._sock)  # frames are stamped when they arrived, not when the loop read them
         peer.wire, peer._watch = watch_socket(peer._sock, address)
         peer.engine.bind()
         return peer
@@ -172,13 +178,16 @@ class ScriptedPeer:
     def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Move bytes both ways until ``until()`` is true (returns True) or ``timeout`` passes (False).
 
-        With no ``until``, moves bytes for the whole ``timeout``. Raises :class:`PeerError` if the socket
+        With no ``until``, moves bytes for the whole ``timeout``. A wait lasts at least :attr:`min_watch`
+        (unless ``until()`` comes true), whatever ``timeout`` says. Raises :class:`PeerError` if the socket
         fails; a closed connection ends the wait early (returns ``until()``'s value then), and so does a
         broker that says it is idle (:mod:`.idle`: nothing more can arrive; :attr:`went_idle` is then True).
         """
         if self._sock is None:
             raise PeerError("the peer is not connected")
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        started = time.monotonic()
+        floor = started + self.min_watch
+        deadline = max(started + (self.timeout if timeout is None else timeout), floor)
         self.went_idle = False
         while True:
             self._flush()
@@ -190,7 +199,8 @@ class ScriptedPeer:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
-            readiness = wait_readable(self._sock, self._watch, remaining)
+            watching = self._watch if time.monotonic() >= floor else None  # no idle shortcut inside the watch
+            readiness = wait_readable(self._sock, watching, remaining)
             if readiness == "idle":
                 self.went_idle = True
                 return until() if until is not None else False
@@ -223,15 +233,15 @@ class ScriptedPeer:
     def _read(self) -> None:
         assert self._sock is not None
         try:
-            data = self._sock.recv(READ_SIZE)
+            data, arrived = recv_stamped(self._sock, READ_SIZE)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as exc:
-            data = b""
+            data, arrived = b"", time.monotonic_ns()
             self.engine.frames.append(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
         self.wire.read += len(data)
         if data:
-            self.engine.receive_data(data)
+            self.engine.receive_data(data, arrived)
         else:
             self._eof = self.wire.eof = True
             self.engine.receive_eof()
@@ -454,10 +464,12 @@ class ScriptedPeer:
         raise PeerError(f"proton reported delivery {tag!r} but no transfer frame with that tag was captured")
 
     def dispose(self, delivery: Delivery, outcome: str | None, *, settle: bool,
-                condition: tuple[str, str] | None = None) -> None:
+                condition: tuple[str, str] | tuple[str, str | None, dict | None] | None = None) -> None:
         """Set our outcome for a received delivery (proton sends the disposition) and settle if asked.
 
-        ``outcome=None`` with ``settle=True`` settles with no state.
+        ``condition`` is (name, description) or (name, description, info) of a rejection's error (proton
+        sends the name as a symbol, ``info`` as a map). ``outcome=None`` with ``settle=True`` settles with
+        no state.
         """
         if outcome is not None:
             if condition is not None:

@@ -15,7 +15,8 @@ specification. A frame specification is a dict (a TOML inline table):
 - ``channel`` (default ``"$channel"``), ``type`` (0 AMQP, 1 SASL, or anything), ``doff``, ``size_delta``
   (added to the true size, to make the size field lie), ``truncate_body`` (keep only that many body
   bytes), ``pad_to`` (zero bytes after the body until the frame has that size), ``repeat`` (send it that
-  many times).
+  many times), ``subject`` (the field names this frame breaks on purpose: every other field is well-formed,
+  checked by ``peers/tests/test_raw_wellformed.py``).
 
 Strings starting with ``$`` are placeholders resolved from a :class:`RawContext` (``$channel``,
 ``$handle``, ``$delivery-id``: the next delivery-id of the session, taken once per use, ``$tag``: a fresh
@@ -206,7 +207,7 @@ def _one_frame(spec: dict[str, Any], ctx: RawContext) -> bytes:
 def check_spec(spec: Any) -> str | None:
     """Why ``spec`` is not a usable frame specification, or None (used when tables load)."""
     known = {"raw", "body", "performative", "fields", "payload", "channel", "type", "doff", "size_delta",
-             "truncate_body", "repeat", "note", "pad_to"}
+             "truncate_body", "repeat", "note", "pad_to", "subject"}
     if not isinstance(spec, dict):
         return "a frame must be a table"
     unknown = set(spec) - known

@@ -15,9 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import recvtime
 from .address import BrokerAddress
 from .frames import Frame, FrameSplitter, FramingError
 from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, wait_readable, watch_socket
+from .recvtime import recv_stamped
+from .tls import TlsSetupError, client_context
 
 
 class _RawInput:
@@ -28,21 +31,24 @@ class _RawInput:
         self._capture = capture
         self._broken = False
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes, t_ns: int | None = None) -> None:
         if self._broken:
             return
         try:
-            for frame in self._splitter.feed(data):
+            for frame in self._splitter.feed(data, t_ns):
                 self._capture(frame)
         except FramingError as exc:
             self._broken = True
-            self._capture(Frame("in", 0, -1, "raw-bytes", {"error": str(exc)}, b"", exc.offending))
+            self._capture(Frame("in", 0, -1, "raw-bytes", {"error": str(exc)}, b"", exc.offending,
+                                t_ns=t_ns if t_ns is not None else time.monotonic_ns()))
 
 
 def _shutdown_write(sock: socket.socket | None) -> None:
+    """Half-close TCP. Over TLS too, below the TLS layer: ``SSLSocket.shutdown`` would drop the TLS state,
+    and every byte read afterwards would be ciphertext (so the broker's answer could never be seen)."""
     if sock is not None:
         try:
-            sock.shutdown(socket.SHUT_WR)
+            socket.socket.shutdown(sock, socket.SHUT_WR)
         except OSError:
             pass
 
@@ -69,14 +75,15 @@ class RawModePeer(ScriptedPeer):
             return
         assert self._sock is not None
         try:
-            data = self._sock.recv(READ_SIZE)
+            data, arrived = recv_stamped(self._sock, READ_SIZE)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
-        except OSError:
-            data = b""
+        except OSError as exc:
+            data, arrived = b"", time.monotonic_ns()
+            self.engine.capture(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
         self.wire.read += len(data)
         if data:
-            self._raw_input.feed(data)
+            self._raw_input.feed(data, arrived)
         else:
             self._eof = self.wire.eof = True
 
@@ -91,7 +98,8 @@ class RawModePeer(ScriptedPeer):
 
 
 class RawSocket:
-    """A TCP connection with no protocol engine: write bytes, capture what comes back, see the socket close."""
+    """A TCP connection (inside TLS for ``amqps``) with no protocol engine: write bytes, capture what comes back,
+    see the socket close."""
 
     def __init__(self, address: BrokerAddress, label: str = "raw", timeout: float = 2.0) -> None:
         self.label = label
@@ -102,7 +110,14 @@ class RawSocket:
             self._sock: socket.socket | None = socket.create_connection((address.host, address.port), timeout=timeout)
         except OSError as exc:
             raise BrokerUnreachable(f"cannot connect to {address.url}: {exc.strerror or exc}") from None
+        if address.scheme == "amqps":  # the raw bytes go inside TLS, as a peer's frames do (2.2 is above TLS)
+            try:
+                self._sock = client_context(address.tls).wrap_socket(self._sock, server_hostname=address.host)
+            except (OSError, TlsSetupError) as exc:
+                self._sock.close()
+                raise BrokerUnreachable(f"TLS with {address.url} failed: {exc}") from None
         self._sock.setblocking(False)
+        recvtime.enable(self._sock)
         self.wire, self._watch = watch_socket(self._sock, address)
         self._input = _RawInput(self.frames.append)
         self._out = FrameSplitter("out")
@@ -140,14 +155,15 @@ class RawSocket:
                 break
             if readiness == "readable":
                 try:
-                    data = self._sock.recv(READ_SIZE)
-                except BlockingIOError:
+                    data, arrived = recv_stamped(self._sock, READ_SIZE)
+                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                     continue
-                except OSError:
-                    data = b""
+                except OSError as exc:
+                    data, arrived = b"", time.monotonic_ns()
+                    self.frames.append(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
                 self.wire.read += len(data)
                 if data:
-                    self._input.feed(data)
+                    self._input.feed(data, arrived)
                 else:
                     self.eof = self.wire.eof = True
         return bool(until()) if until is not None else False

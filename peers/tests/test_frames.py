@@ -411,7 +411,11 @@ def test_normalize_choice_only_applies_to_its_field():
 
 def test_normalize_plain_types():
     assert normalize(symbol("amqp:not-found")) == "amqp:not-found"
-    assert type(normalize(symbol("x"))) is str
+    # the AMQP type is kept (a symbol is not a string, a uint not a ulong), equal to the plain value
+    assert type(normalize(symbol("x"))) is symbol
+    assert type(normalize("x")) is str
+    assert type(normalize(uint(1))) is uint and type(normalize(ulong(1))) is ulong
+    assert type(normalize(bytearray(b"t"))) is bytes
     assert normalize(Array(Data.NULL, Data.SYMBOL, symbol("a"), symbol("b"))) == ["a", "b"]
     assert normalize(Described(symbol("amqp:accepted:list"), [])) == {"@type": "accepted"}
     assert normalize(Described(ulong(0x999), 5)) == {"@descriptor": 0x999, "@value": 5}

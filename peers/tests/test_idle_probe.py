@@ -52,6 +52,20 @@ def test_a_wait_for_nothing_ends_when_the_broker_is_idle(offered):
         assert time.monotonic() - start < 5
 
 
+def test_a_bounded_watch_outlasts_the_probe_and_the_quiet_time(offered):
+    # a row's watch (Case.watch): a late effect is looked for by the clock, even from an idle broker
+    server = offered()
+    with ScriptedPeer.connect(BrokerAddress("127.0.0.1", server.port), timeout=10, quiet=0.05, min_watch=0.4) as peer:
+        peer.open()
+        start = time.monotonic()
+        assert peer.pump(timeout=0.05) is False
+        assert time.monotonic() - start >= 0.4
+        assert not peer.went_idle
+        start = time.monotonic()  # a wait whose condition is met ends at once, watch or not
+        assert peer.pump(lambda: True, timeout=5) is True
+        assert time.monotonic() - start < 0.2
+
+
 def test_a_frame_that_never_comes_fails_at_once_and_says_why(offered):
     server = offered()
     with connect(server) as peer:

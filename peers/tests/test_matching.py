@@ -6,7 +6,7 @@ import pytest
 from amqp_conformance.peers.frames import FrameSplitter, described, encode_frame
 from amqp_conformance.peers.matching import matches, mismatches, validate_pattern
 from amqp_conformance.peers.states import Accepted, Error, Modified, Rejected, Released
-from proton import symbol, uint
+from proton import byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
 ACCEPTED = {"@type": "accepted"}
 DISPOSITION = {"role": "receiver", "first": 0, "last": None, "settled": True, "state": ACCEPTED}
@@ -43,6 +43,29 @@ MATCHING = [
     pytest.param(True, True, id="bool"),
     pytest.param(0, 0, id="int"),
     pytest.param(1.5, 1.5, id="float"),
+    # AMQP types (1.6): proton.Data keeps them, a type operator requires them
+    pytest.param({"@symbol": "amqp:not-found"}, symbol("amqp:not-found"), id="symbol"),
+    pytest.param({"@string": "why"}, "why", id="string"),
+    pytest.param({"@char": "x"}, char("x"), id="char"),
+    pytest.param({"@binary": "0:1"}, b"0:1", id="binary"),
+    pytest.param({"@boolean": False}, False, id="boolean"),
+    pytest.param({"@ubyte": 1}, ubyte(1), id="ubyte"),
+    pytest.param({"@ushort": 1}, ushort(1), id="ushort"),
+    pytest.param({"@uint": 0}, uint(0), id="uint"),
+    pytest.param({"@ulong": 7}, ulong(7), id="ulong"),
+    pytest.param({"@byte": -1}, byte(-1), id="byte"),
+    pytest.param({"@short": -1}, short(-1), id="short"),
+    pytest.param({"@int": -1}, int32(-1), id="int"),
+    pytest.param({"@long": -1}, -1, id="long"),
+    pytest.param({"@timestamp": 5}, timestamp(5), id="timestamp"),
+    pytest.param({"@float": 1.5}, float32(1.5), id="float32"),
+    pytest.param({"@double": 1.5}, 1.5, id="double"),
+    pytest.param({"@uint": {"@present": True}}, uint(9), id="type-with-any-value"),
+    pytest.param({"@symbol": {"@regex": "amqp:.*"}}, symbol("amqp:x"), id="type-with-nested-pattern"),
+    pytest.param({"error": {"condition": {"@symbol": "amqp:x"}}}, {"error": {"condition": symbol("amqp:x")}},
+                 id="type-nested-in-dict"),
+    pytest.param("amqp:x", symbol("amqp:x"), id="untyped-str-matches-symbol"),
+    pytest.param(0, uint(0), id="untyped-int-matches-uint"),
 ]
 
 NOT_MATCHING = [
@@ -75,6 +98,19 @@ NOT_MATCHING = [
     pytest.param({"settled": 1}, DISPOSITION, id="nested-1-vs-true"),
     pytest.param("1", 1, id="str-vs-int"),
     pytest.param("tag", b"tag2", id="str-vs-other-bytes"),
+    # AMQP types: same value, other type
+    pytest.param({"@symbol": "amqp:x"}, "amqp:x", id="string-is-not-symbol"),
+    pytest.param({"@string": "amqp:x"}, symbol("amqp:x"), id="symbol-is-not-string"),
+    pytest.param({"@string": "x"}, char("x"), id="char-is-not-string"),
+    pytest.param({"@binary": "t"}, "t", id="string-is-not-binary"),
+    pytest.param({"@uint": 0}, 0, id="long-is-not-uint"),
+    pytest.param({"@uint": 0}, ulong(0), id="ulong-is-not-uint"),
+    pytest.param({"@ulong": 0}, uint(0), id="uint-is-not-ulong"),
+    pytest.param({"@long": 0}, uint(0), id="uint-is-not-long"),
+    pytest.param({"@boolean": False}, 0, id="long-is-not-boolean"),
+    pytest.param({"@uint": 1}, uint(2), id="right-type-wrong-value"),
+    pytest.param({"@symbol": "amqp:x"}, None, id="type-vs-none"),
+    pytest.param({"@double": 1.5}, float32(1.5), id="float-is-not-double"),
 ]
 
 
@@ -106,6 +142,8 @@ def test_does_not_match(pattern, value):
     pytest.param({"s": {"@present": True}}, {}, ["s: expected a value, observed None"], id="present-true-msg"),
     pytest.param({"s": {"@present": False}}, {"s": 3}, ["s: expected nothing, observed 3"], id="present-false-msg"),
     pytest.param({"s": {"@regex": "a+"}}, {"s": "b"}, ["s: expected text matching /a+/, observed b"], id="regex-msg"),
+    pytest.param({"c": {"@symbol": "amqp:x"}}, {"c": "amqp:x"}, ["c: expected symbol amqp:x, observed string amqp:x"],
+                 id="type-msg"),
 ])
 def test_mismatch_messages(pattern, value, expected):
     assert mismatches(pattern, value) == expected

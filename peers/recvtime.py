@@ -1,0 +1,54 @@
+"""When received bytes arrived: the kernel's receive time stamp, on the ``time.monotonic_ns`` clock.
+
+The harness is single-threaded: it reads one socket while bytes wait on another, so the time it reads (or
+decodes) a frame is not when the frame arrived. On a plain TCP socket :func:`enable` asks the kernel to
+stamp each received packet (``SO_TIMESTAMPNS``) and :func:`recv_stamped` reads that stamp with the bytes,
+converted from the kernel's real-time clock to the monotonic clock every frame time uses. Where there is
+no stamp (TLS: the bytes come out of the TLS layer, not the kernel; a platform without the option) the
+time is taken right after ``recv`` returns, which is the closest the harness can tell.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import struct
+import sys
+import time
+
+# Linux's SO_TIMESTAMPNS (Python's socket module does not export it): 35 in asm-generic, which x86 and arm use
+_GENERIC = {"x86_64", "i686", "i386", "aarch64", "arm64", "armv7l", "riscv64", "s390x"}
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", None) or \
+    (35 if sys.platform == "linux" and platform.machine() in _GENERIC else None)
+_TIMESPEC = struct.Struct("@qq")  # struct timespec: tv_sec, tv_nsec (64-bit longs)
+_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def enable(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what ``sock`` receives; True when it will (a plain TCP socket on Linux)."""
+    if SO_TIMESTAMPNS is None or not _ANCILLARY or type(sock) is not socket.socket:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def recv_stamped(sock: socket.socket, size: int) -> tuple[bytes, int]:
+    """``sock.recv(size)`` and when those bytes arrived (``time.monotonic_ns`` clock).
+
+    Raises what ``recv`` raises (``BlockingIOError`` and friends included). The time is the kernel's stamp
+    of the last packet read when :func:`enable` succeeded on ``sock``; otherwise the time ``recv`` returned.
+    """
+    if type(sock) is not socket.socket or not _ANCILLARY:
+        data = sock.recv(size)
+        return data, time.monotonic_ns()
+    data, ancillary, _flags, _addr = sock.recvmsg(size, _ANCILLARY)
+    now_mono, now_real = time.monotonic_ns(), time.time_ns()
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            seconds, nanos = _TIMESPEC.unpack(payload[:_TIMESPEC.size])
+            arrived = now_mono - (now_real - (seconds * 1_000_000_000 + nanos))
+            return data, min(arrived, now_mono)  # never later than now, whatever the clocks did
+    return data, now_mono
