@@ -211,15 +211,24 @@ def print_summary(results: list[dict], out: Path, width: int | None = None) -> N
         reason = (record.get("reason") or "").strip().splitlines()
         print(fit(f"  {record['verdict']:<10} {record['case_id']} [{record['expectation_set']}]  "
                   f"{reason[0] if reason else ''}"))
-    stale = [r for r in results if r.get("stale_deviation")]
-    if stale:
-        print("stale deviations (declared in the profile, no longer deviating):")
-        for record in stale:
-            print(fit(f"  STALE       {record['case_id']} [{record['expectation_set']}] the profile declares a "
-                      f"deviation that no longer occurs: remove it from the profile"))
+    sections = (
+        ("stale deviations (declared in the profile, no longer deviating):", "STALE", "stale_deviation",
+         lambda r: "the profile declares a deviation that no longer occurs: remove it from the profile"),
+        ("declared deviations that did not match what was observed (FAIL):", "UNMATCHED", "deviation_unmatched",
+         lambda r: "; ".join(r["deviation_unmatched"])),
+    )
+    for title, label, key, says in sections:
+        marked = [r for r in results if r.get(key)]
+        if marked:
+            print(title)
+        for record in marked:
+            print(fit(f"  {label:<11} {record['case_id']} [{record['expectation_set']}] {says(record)}"))
     quiet = [f"{counts[v]} {v}" for v in ("UNSUPPORTED", "INFO") if counts[v]]
     if quiet:
         print(fit(f"not listed: {', '.join(quiet)} (reasons: results.jsonl, Allure report)"))
+    for record in results:
+        if record.get("run_stopped"):
+            print(f"run stopped: {record['run_stopped']} (its reason has the broker's log tail)")
     print(f"results: {out / 'results.jsonl'}")
     print(f"frames:  {out / 'frames.jsonl'}")
     print(f"allure:  {out / 'allure-results'}")

@@ -42,14 +42,16 @@ SEVERITY = {"blocker": allure.severity_level.BLOCKER, "critical": allure.severit
 # Allure matches messageRegex against the whole message (Java String.matches), hence the (?s) and ".*".
 CATEGORIES = [
     {"name": "Known deviations (NON-STRICT)", "matchedStatuses": ["skipped"], "messageRegex": "(?s).*NON-STRICT.*",
-     "description": "Differs from the row, and the broker's profile declares this deviation with a reason."},
+     "description": "Differs from the row exactly as the broker's profile declares (its observed pattern matched), "
+                    "with a reason and a reference."},
     {"name": "Unsupported by the broker's profile", "matchedStatuses": ["skipped"],
      "messageRegex": "(?s).*UNSUPPORTED.*",
      "description": "The profile lacks a capability the row needs, or the broker's admin cannot provoke it."},
     {"name": "Product failures (FAIL)", "matchedStatuses": ["failed"],
      "description": "The broker's observed outcome differs from the row's expectation."},
     {"name": "Harness errors (ERROR)", "matchedStatuses": ["broken"],
-     "description": "The harness could not complete the case (time-out, refused connection, set-up step)."},
+     "description": "The harness could not complete the case (broker died, refused connection, no answer in "
+                    "time, login refused, a crash of our own code); never excused by a deviation."},
 ]
 
 # The FAIL/ERROR message of fixtures/execution.py ends with the whole frame log: in Allure the steps and the

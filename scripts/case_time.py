@@ -5,9 +5,10 @@
     python scripts/case_time.py /tmp/rmqrepeat-run --top 15     # and the 15 slowest cases
 
 A group is the case's table with its verdict; a NON-STRICT case is split by the kind of deviation that
-excused it ("NON-STRICT/ERROR": the broker made the case impossible, e.g. dropped the connection;
-"NON-STRICT/FAIL": it answered otherwise). Seconds are per repetition (the mean over the repetitions the
-directory holds), so a 20-repeat directory reads like one run. Exit status: 0, or 2 with no results.
+excused it, the record's ``deviation`` field ("NON-STRICT/stopped": the broker stopped the case, e.g.
+dropped the connection; "NON-STRICT/differs": it answered otherwise). Seconds are per repetition (the mean
+over the repetitions the directory holds), so a 20-repeat directory reads like one run.
+Exit status: 0, or 2 with no results.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ def load(run_dir: Path) -> list[dict]:
 
 
 def group_of(record: dict) -> str:
-    """``<table> <verdict>``; a NON-STRICT verdict names the deviation kind (an excused ERROR keeps the
-    observed reason after ``observed:``, see fixtures/verdict.py excuse_error)."""
+    """``<table> <verdict>``; a NON-STRICT verdict names the deviation kind of its record's ``deviation``
+    field ("stopped": the broker stopped the case, e.g. reset the connection; "differs": it answered
+    otherwise; see fixtures/verdict.py Judgement)."""
     verdict = record["verdict"]
     if verdict == "NON-STRICT":
-        verdict += "/ERROR" if "; observed: " in record.get("reason", "") else "/FAIL"
+        verdict += f"/{record.get('deviation') or 'differs'}"
     return f"{record['table']} {verdict}"
 
 

@@ -3,11 +3,12 @@
 
     python scripts/failing_cases.py --broker rabbitmq            # runs the catalogue, then lists
     python scripts/failing_cases.py --results .ci/results/rabbitmq   # lists from an earlier run
-    python scripts/failing_cases.py --broker rabbitmq --toml     # [[deviation]] skeletons to paste
+    python scripts/failing_cases.py --broker rabbitmq --toml     # [[deviation]] drafts with observed patterns
 
-Each line: verdict, case id, expectation set, the first mismatch. With ``--toml`` it prints a
-``[[deviation]]`` entry per FAIL whose reason and reference are left for a human to write from the
-broker's documentation: a deviation is declared because it is understood, never to turn a run green.
+Each line: verdict, case id, expectation set, the first mismatch. With ``--toml`` it prints drafted
+``[[deviation]]`` entries for the FAILs (fixtures/deviation_draft.py: the ``observed`` pattern of what the
+broker did), whose reason and reference are left for a human to write from the broker's documentation or
+source: a deviation is declared because it is understood, never to turn a run green.
 Exit status: 0 when nothing FAILs or ERRORs, 1 otherwise, 2 on a usage problem.
 """
 
@@ -59,12 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         lines = record.get("mismatches") if record["verdict"] == "FAIL" else None
         first = ((lines or [record.get("reason") or ""])[0].splitlines() or [""])[0]
         print(f"{record['verdict']:<6} {record['case_id']} [{record['expectation_set']}] {first[:200]}")
-    if args.toml:
-        for record in (r for r in bad if r["verdict"] == "FAIL"):
-            print(f'\n[[deviation]]\ncase = "{record["case_id"]}"\nexpectation_set = "{record["expectation_set"]}"\n'
-                  f'reason = "TODO: why the broker does this (observed: '
-                  f'{json.dumps(record.get("mismatches", [])[:1])[1:-1].replace(chr(34), chr(39))[:150]})"\n'
-                  f'reference = "TODO: the broker\'s documentation or issue"')
+    if args.toml:  # the same drafting as scripts/draft_deviations.py: observed patterns, reasons left TODO
+        from amqp_conformance.fixtures.deviation_draft import draft_entries, to_toml
+
+        print("\n" + to_toml(draft_entries([r for r in bad if r["verdict"] == "FAIL"])), end="")
     print(f"{len(bad)} of {len(results)} results FAIL or ERROR ({directory})", file=sys.stderr)
     return 1 if bad else 0
 
