@@ -20,6 +20,7 @@ from .scenarios import SCENARIOS
 TABLES_DIR = Path(__file__).parent / "tables"
 EXPECTATION_SETS = ("core", "um-10.11", "router")
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
+MAX_WATCH_S = 5.0
 
 
 class TableError(ValueError):
@@ -66,6 +67,10 @@ class Case:
     severity: str = "normal"
     file: str = ""
     silent: dict[str, str] = field(default_factory=dict)
+    # seconds the consumer that observes what is left on the node (``remaining``) watches by the clock, even
+    # when the broker says it is idle: an effect the source forbids may come late (a rejected message put
+    # back later); 0: no floor
+    watch: float = 0.0
 
     @property
     def expectation_sets(self) -> list[str]:
@@ -140,8 +145,9 @@ def load_table(path: Path) -> list[Case]:
 
 def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenario_name: str, scenario: Any,
               document: str, heading: str, url: str | None) -> Case:
+    # heading: the row's own section, where one table spans several (core.errors); watch: see Case.watch
     known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity",
-             "silent", "heading"}  # heading: the row's own section, where one table spans several (core.errors)
+             "silent", "heading", "watch"}
     unknown = set(row) - known
     if unknown:
         raise TableError(f"{where}: unknown field(s) {sorted(unknown)} (fields: {', '.join(sorted(known))})")
@@ -182,6 +188,11 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
             raise TableError(f"{where}: field 'silent.{key}': {key!r} is not an observation of {scenario_name!r}")
         if not isinstance(note, str) or not note.strip():
             raise TableError(f"{where}: field 'silent.{key}': give a note saying what the source leaves open")
+    watch = row.get("watch", 0.0)
+    if isinstance(watch, bool) or not isinstance(watch, (int, float)) or not 0 < watch <= MAX_WATCH_S:
+        if "watch" in row:
+            raise TableError(f"{where}: field 'watch': expected seconds, more than 0 and at most {MAX_WATCH_S} "
+                             f"(how long the consumer observing what is left watches), got {watch!r}")
     severity = row.get("severity", "normal")
     if severity not in SEVERITIES:
         raise TableError(f"{where}: field 'severity': {severity!r} is not one of {', '.join(SEVERITIES)}")
@@ -190,7 +201,7 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         scenario=scenario_name, source=Source(document, str(row.get("heading", heading)), source_row, url), given=given,
         expect={k: expect[k] for k in EXPECTATION_SETS if k in expect},
         requires=tuple(row.get("requires", ())), informational=informational, severity=severity, file=path.name,
-        silent=dict(silent),
+        silent=dict(silent), watch=float(watch),
     )
 
 

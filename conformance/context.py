@@ -47,6 +47,7 @@ class CaseContext:
     node: str = ""
     anycast_prefix: str = "anycast."  # the profile's router address prefixes (see routed_address)
     multicast_prefix: str = "multicast."
+    watch: float = 0.0  # the row's bounded watch (Case.watch): the inspecting consumer's waits last this long
 
     def __post_init__(self) -> None:
         if not self.node:

@@ -9,7 +9,7 @@ from typing import Any
 
 from amqp_conformance.peers.rawframes import check_spec
 
-from . import scripts_core, scripts_errors, scripts_wire
+from . import scripts_consumers, scripts_core, scripts_errors, scripts_flow, scripts_wire
 from .scenarios import Scenario
 
 
@@ -30,6 +30,17 @@ class FrameList:
 
 CORE_SCENARIOS = (
     Scenario(
+        "flow", scripts_flow.run_flow,
+        given={"messages": int, "credit": int, "drain": bool},
+        defaults={"drain": False},
+        observations=("before_credit", "delivered", "broker_flow"),
+    ),
+    Scenario(
+        "consumers", scripts_consumers.run_consumers,
+        given={"messages": int, "credits": list},
+        observations=("before_credit", "counts", "union", "duplicates", "remaining"),
+    ),
+    Scenario(
         "raw-frames", scripts_errors.run_raw_frames,
         given={
             "setup": scripts_errors.SETUPS,
@@ -43,16 +54,18 @@ CORE_SCENARIOS = (
     Scenario(
         "consume", scripts_core.run_consume,
         given={
-            "messages": int, "range": int,
+            "messages": int, "range": int, "durable": bool,
             "rcv_settle_mode": ("first", "second"), "snd_settle_mode": ("unsettled", "settled", "mixed"),
-            "outcome": scripts_core.OUTCOMES, "settle": bool, "then": ("none", "accept"),
+            "outcome": scripts_core.OUTCOMES, "settle": bool, "then": ("none", "accept", "close-link"),
             "delivery_failed": bool, "undeliverable_here": bool, "annotations": dict,
             "condition": str, "description": str, "info": dict, "section_number": int, "section_offset": int,
+            "rounds": int,
         },
-        defaults={"messages": 2, "range": 1, "rcv_settle_mode": "first", "snd_settle_mode": "unsettled",
-                  "settle": True, "then": "none", "delivery_failed": False, "undeliverable_here": False},
+        defaults={"messages": 2, "range": 1, "durable": True, "rcv_settle_mode": "first",
+                  "snd_settle_mode": "unsettled", "settle": True, "then": "none", "delivery_failed": False,
+                  "undeliverable_here": False, "rounds": 1},
         observations=("broker_attach", "transfer", "broker_dispositions", "settled_offsets", "after_accept",
-                      "next_on_link", "remaining"),
+                      "next_on_link", "broker_detach", "remaining", "remaining_messages"),
     ),
     Scenario(
         "produce", scripts_core.run_produce,
@@ -62,7 +75,7 @@ CORE_SCENARIOS = (
             "provocation": ("none", "reject-publish", "release-publish", "modify-publish", "report-received"),
         },
         defaults={"snd_settle_mode": "unsettled", "rcv_settle_mode": "first", "provocation": "none", "size": 0},
-        observations=("broker_attach", "dispositions", "progress", "ordering", "stored"),
+        observations=("broker_attach", "dispositions", "progress", "ordering", "answer_counts", "stored"),
     ),
     Scenario(
         "transfer", scripts_core.run_transfer,
@@ -74,6 +87,6 @@ CORE_SCENARIOS = (
     Scenario(
         "wire-performatives", scripts_wire.run_wire_performatives,
         given={"side": ("broker", "peer"), "frame": scripts_wire.FRAMES},
-        observations=("decoded", "bytes", "form"),
+        observations=("decoded", "bytes", "form", "link"),
     ),
 )

@@ -29,6 +29,53 @@ def disposition_seen(frame: Frame | None) -> dict | None:
     return {key: frame.fields.get(key) for key in ("role", "first", "last", "settled", "state")}
 
 
+def disposition_covers(peer: ScriptedPeer, frame: Frame | None, direction: str = "in",
+                       known: dict[int, str] | None = None) -> list[Any] | None:
+    """The messages a disposition's range (first..last, last absent = first) names, in delivery-id order.
+
+    ``direction`` is that of the transfers the range refers to: "in" for the broker's own transfers (its
+    answer as sender), "out" for ours (its answer as receiver). Each delivery-id the session carried
+    shows as its message's body ("m1"), or as ``known`` names it (the script that sent a delivery, a partial
+    one too, knows which message it is); an id no transfer carried shows as ``"delivery-id N"`` (at most 8
+    are listed, then ``"... N more"``). None when there is no disposition.
+    """
+    if frame is None:
+        return None
+    first, last = frame.fields.get("first"), frame.fields.get("last")
+    if not isinstance(first, int):
+        return [f"first {first!r}"]
+    last = first if last is None else last
+    payloads: dict[int, bytes] = {}
+    current: dict[Any, int] = {}  # per link handle: the delivery-id its continuation frames belong to
+    for transfer in peer.frames:
+        if transfer.performative != "transfer" or transfer.direction != direction \
+                or (direction == "in" and transfer.channel != frame.channel):
+            continue
+        handle = (transfer.channel, transfer.fields.get("handle"))
+        delivery_id = transfer.fields.get("delivery-id")
+        delivery_id = current.get(handle) if delivery_id is None else delivery_id
+        if delivery_id is None:
+            continue
+        current[handle] = delivery_id
+        payloads[delivery_id] = payloads.get(delivery_id, b"") + bytes(transfer.payload or b"")
+    bodies: dict[int, Any] = {}
+    for delivery_id, payload in payloads.items():
+        message = Message()
+        try:
+            message.decode(payload)
+            body = body_of(message)
+            bodies[delivery_id] = body if isinstance(body, str) else f"delivery-id {delivery_id} (control)"
+        except Exception:  # not (yet) a whole message: a multi-frame delivery cut short
+            bodies[delivery_id] = f"delivery-id {delivery_id} (partial)"
+    if last < first:
+        return [f"first {first} > last {last}"]
+    bodies.update(known or {})
+    covered = [bodies.get(i, f"delivery-id {i}") for i in range(first, min(last, first + 7) + 1)]
+    if last - first > 7:
+        covered.append(f"... {last - first - 7} more")
+    return covered
+
+
 def frame_body_hex(frame: Frame | None) -> str | None:
     """The performative's bytes (frame body after the header and extended header), hex."""
     if frame is None:
@@ -36,11 +83,13 @@ def frame_body_hex(frame: Frame | None) -> str | None:
     return frame.raw[frame.raw[4] * 4:].hex()
 
 
-def publish_setup(ctx: CaseContext, peer: ScriptedPeer, session: Session, bodies: list[str]) -> None:
-    """Set-up: publish ``bodies`` unsettled to the case's node and require each to be accepted."""
+def publish_setup(ctx: CaseContext, peer: ScriptedPeer, session: Session, bodies: list[str],
+                  messages: dict[str, Message] | None = None) -> None:
+    """Set-up: publish ``bodies`` unsettled to the case's node and require each to be accepted; a body
+    named in ``messages`` is sent as that whole message (header, annotations, properties)."""
     sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node)
     for body in bodies:
-        _, transfer = setup_step(f"publish {body}", peer.send, sender, body)
+        _, transfer = setup_step(f"publish {body}", peer.send, sender, body, message=(messages or {}).get(body))
         frame = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
         state = (frame.fields.get("state") or {}).get("@type") if frame else None
         if state != "accepted":
@@ -61,8 +110,9 @@ def collect(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[An
 
 
 def remaining_on_node(ctx: CaseContext) -> list[Any]:
-    """What a fresh, non-durable consumer of the case's node receives now (the messages still stored)."""
-    peer, session = open_session(ctx, "inspector")
+    """What a fresh, non-durable consumer of the case's node receives now (the messages still stored); it
+    watches for at least the row's ``watch`` seconds, so a message put back late is seen too."""
+    peer, session = open_session(ctx, "inspector", min_watch=ctx.watch)  # the row's bounded watch, by the clock
     receiver, _ = setup_step("attach inspector", peer.attach_receiver, session, ctx.node, credit=20)
     bodies = collect(ctx, peer, receiver)
     peer.close()
@@ -97,9 +147,11 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """The broker sends; the peer disposes of the first message as the row says. Observes:
 
     ``subscribed`` (the broker's attach names the node), ``delivery_tag``, ``broker_disposition`` (its
-    answer to our disposition, or nothing), ``link`` (what the next credit brings: "advanced" to the next
+    answer to our disposition, or nothing) and ``broker_disposition_covers`` (the messages its range
+    names), ``link`` (what the next credit brings: "advanced" to the next
     message, "redelivered", "stalled", "detached"), ``detach`` and ``remaining`` (what a re-attached
-    subscriber, the same durable one or a fresh one, receives afterwards).
+    subscriber, the same durable one or a fresh one, receives afterwards; it watches for at least the
+    row's ``watch`` seconds by the clock, so an event put back late is seen too).
     """
     observed: dict[str, Any] = {}
     peer, session = open_session(ctx, "subscriber")
@@ -128,6 +180,7 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.dispose(first.delivery, given["disposition_state"], settle=settle)
     answer = peer.wait_for_disposition(first.delivery_id, since, ctx.wait_for("broker_disposition"), role="sender")
     observed["broker_disposition"] = disposition_seen(answer)
+    observed["broker_disposition_covers"] = disposition_covers(peer, answer)
     if answer is not None and answer.fields.get("settled") and not settle:
         first.delivery.settle()  # the broker settled first: we settle second (no frame goes out)
 
@@ -152,7 +205,9 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
             receiver, _ = setup_step("re-attach durable subscriber", peer.attach_receiver, session, ctx.node,
                                      name=name, rcv_settle_mode=given["rcv_settle_mode"], durable=durable, credit=20)
+        peer.min_watch = ctx.watch  # the row's bounded watch (Case.watch): a late redelivery is seen too
         observed["remaining"] = collect(ctx, peer, receiver)
+        peer.min_watch = 0.0
         receiver.close()  # closed=true: a durable subscription ends here
     return observed
 
@@ -170,7 +225,8 @@ def _our_channel(peer: ScriptedPeer) -> int:
 def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """The peer sends ``transfers`` (settled, unsettled or partial, i.e. in two transfer frames). Observes:
 
-    ``dispositions`` (per transfer, the broker's disposition or nothing), ``detach`` (the broker's detach of
+    ``dispositions`` (per transfer, the broker's disposition or nothing), ``dispositions_cover`` (per
+    transfer, the messages that disposition's range names), ``detach`` (the broker's detach of
     the link, if any) and ``stored`` (what a consumer of the node receives afterwards).
     """
     observed: dict[str, Any] = {}
@@ -182,12 +238,15 @@ def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     handle = peer.handle_of(sender)
     attached_at = peer.mark()
     expected = ctx.expected.get("dispositions")
-    dispositions = []
+    dispositions: list[Any] = []
+    covers: list[Any] = []
+    sent: dict[int, str] = {}
     for index, kind in enumerate(given["transfers"]):
         body = f"m{index + 1}"
         since = peer.mark()
         if link_fate(peer, handle, attached_at) is not None:
             dispositions.append(None)
+            covers.append(None)
             continue
         if kind == "partial":
             delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since)
@@ -196,8 +255,12 @@ def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             delivery_id = transfer.fields["delivery-id"]
         wants = expected[index] if isinstance(expected, list) and index < len(expected) else None
         wait = ctx.quiet if expects_nothing(wants) else ctx.timeout
-        dispositions.append(disposition_seen(peer.wait_for_disposition(delivery_id, since, wait, role="receiver")))
+        sent[delivery_id] = body
+        answer = peer.wait_for_disposition(delivery_id, since, wait, role="receiver")
+        dispositions.append(disposition_seen(answer))
+        covers.append(disposition_covers(peer, answer, "out", sent))
     observed["dispositions"] = dispositions
+    observed["dispositions_cover"] = covers
     peer.pump(timeout=0)
     observed["detach"] = link_fate(peer, handle, attached_at)
     observed["stored"] = remaining_on_node(ctx)

@@ -20,10 +20,11 @@ from amqp_conformance.peers.rawframes import RawContext, frame_bytes
 from proton import Condition, Delivery, Message, Receiver, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
-from .scripts import _our_channel, remaining_on_node
+from .scripts import _our_channel, link_fate, remaining_on_node
+from .sections import message_fields
 
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received", "none")
-ORIGINAL_ANNOTATIONS = {symbol("x-opt-origin"): "publisher"}
+ORIGINAL_ANNOTATIONS = {symbol("x-opt-origin"): "publisher", symbol("x-opt-batch"): "b1"}
 PROTON_STATES = {"accepted": Delivery.ACCEPTED, "rejected": Delivery.REJECTED, "released": Delivery.RELEASED,
                  "modified": Delivery.MODIFIED, "received": Delivery.RECEIVED}
 
@@ -44,13 +45,14 @@ def wait_for(ctx: CaseContext, observation: str) -> float:
 
 
 def message_seen(received: ReceivedDelivery | None) -> dict[str, Any] | None:
-    """A received message as judged: body, header delivery-count, message-annotations (keys as text)."""
+    """A received message as judged, typed as on the wire (:func:`.sections.message_fields`: header durable,
+    first-acquirer, delivery-count, message-annotations with keys as text, body), and whether its transfer
+    came settled."""
     if received is None:
         return None
-    message = received.message
-    annotations = {str(k): v for k, v in (message.annotations or {}).items()}
-    return {"body": message.body, "delivery-count": message.delivery_count or 0, "annotations": annotations,
-            "settled": bool(received.transfer.fields.get("settled"))}
+    seen = message_fields(received.transfer.payload)
+    seen["settled"] = bool(received.transfer.fields.get("settled"))
+    return seen
 
 
 def disposition_seen(frame: Frame | None) -> dict | None:
@@ -74,12 +76,14 @@ def broker_dispositions(peer: ScriptedPeer, since: int, role: str) -> list[dict]
             if f.direction == "in" and f.performative == "disposition" and f.fields.get("role") == role]
 
 
-def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0) -> None:
-    """Set-up: publish m1..m<count> (with a message annotation of their own) and require each accepted."""
+def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0,
+            durable: bool = True) -> None:
+    """Set-up: publish m1..m<count> (``durable`` in their header, with message annotations of their own) and
+    require each accepted."""
     sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node)
     for index in range(1, count + 1):
         body = f"m{index}" if not size else "x" * size
-        message = Message(body=body, annotations=dict(ORIGINAL_ANNOTATIONS))
+        message = Message(body=body, durable=durable, annotations=dict(ORIGINAL_ANNOTATIONS))
         _, transfer = setup_step(f"publish m{index}", peer.send, sender, None, message=message)
         frame = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
         state = (frame.fields.get("state") or {}).get("@type") if frame else None
@@ -138,40 +142,105 @@ def _dispose(peer: ScriptedPeer, deliveries: list[ReceivedDelivery], given: dict
 def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """The broker sends ``messages`` messages; the peer applies the row's outcome to the first ``range`` of
     them. Observes ``broker_attach``, ``transfer`` (the first message as delivered), ``broker_dispositions``
-    (the broker's answer), ``after_accept`` (its answer to a later accept, when the row gives one),
-    ``next_on_link`` (what one more credit brings on the same link) and ``remaining`` (what a fresh
-    consumer gets once the link is closed)."""
+    (the broker's answer, each with ``covers``: which of our disposed deliveries its range holds, by
+    position, and ``strays``: how many delivery-ids in its range are not among them), ``after_accept`` (its
+    answer to a later accept, when the row gives one), ``next_on_link`` (what one more credit brings on the
+    same link), ``broker_detach`` (its answer to our closing the link), ``remaining`` (the bodies a fresh
+    consumer gets once the link is closed) and ``remaining_messages`` (those messages, field by field).
+
+    ``then = "close-link"``: the peer disposes of nothing and closes the link with the deliveries unsettled.
+    ``rounds = n`` (n > 1): the outcome is given n times in all, each further time to the copy of the first
+    message that one more credit brings on the same link; ``next_on_link`` is what follows the last round."""
     observed: dict[str, Any] = {}
     peer, session = open_session(ctx, "consumer")
-    publish(ctx, peer, session, given["messages"])
+    publish(ctx, peer, session, given["messages"], durable=given["durable"])
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node,
                                   rcv_settle_mode=given["rcv_settle_mode"], snd_settle_mode=given["snd_settle_mode"])
     observed["broker_attach"] = attach_seen(attach)
+    handle = peer.handle_of(receiver)
     count = max(1, given["range"])
     since = peer.mark()
     receiver.flow(count)
     deliveries = [setup_step(f"receive message {i + 1}", peer.receive, receiver, since) for i in range(count)]
     observed["transfer"] = message_seen(deliveries[0])
+    if given["then"] != "close-link":
+        _dispose_and_watch(ctx, peer, deliveries, given, observed)
+        for _ in range(given["rounds"] - 1):
+            _again(ctx, peer, receiver, given)
+        observed["next_on_link"] = _next_on_link(ctx, peer, receiver)
+    since = peer.mark()
+    receiver.close()
+    peer.pump(lambda: peer.find("detach", since, handle=handle) is not None, ctx.timeout)
+    observed["broker_detach"] = link_fate(peer, handle, since)
+    seen = remaining_messages(ctx)
+    observed["remaining_messages"] = seen
+    observed["remaining"] = [m["body"] for m in seen]
+    return observed
+
+
+def _dispose_and_watch(ctx: CaseContext, peer: ScriptedPeer, deliveries: list[ReceivedDelivery],
+                       given: dict[str, Any], observed: dict[str, Any]) -> None:
+    """Apply the row's outcome and record the broker's answers (and to a later accept, if the row says)."""
     since = peer.mark()
     _dispose(peer, deliveries, given)
     peer.wait_for_disposition(deliveries[0].delivery_id, since, wait_for(ctx, "broker_dispositions"), role="sender")
     peer.pump(timeout=0.05)
-    observed["broker_dispositions"] = broker_dispositions(peer, since, "sender")
+    observed["broker_dispositions"] = answers_to(broker_dispositions(peer, since, "sender"), deliveries)
     observed["settled_offsets"] = settled_offsets(observed["broker_dispositions"], deliveries)
     if given["then"] == "accept":
         since = peer.mark()
         peer.dispose(deliveries[0].delivery, "accepted", settle=given["settle"])
         peer.wait_for_disposition(deliveries[0].delivery_id, since, wait_for(ctx, "after_accept"), role="sender")
-        observed["after_accept"] = broker_dispositions(peer, since, "sender")
+        peer.pump(timeout=0.05)
+        observed["after_accept"] = answers_to(broker_dispositions(peer, since, "sender"), deliveries[:1])
     for received in deliveries:
         if received.delivery.settled:  # the broker settled: we settle too (no frame goes out)
             received.delivery.settle()
-    observed["next_on_link"] = _next_on_link(ctx, peer, receiver)
+
+
+def _again(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver, given: dict[str, Any]) -> None:
+    """One more round: take the next delivery on the link (one credit) and give it the row's outcome."""
     since = peer.mark()
-    receiver.close()
-    peer.pump(lambda: peer.find("detach", since) is not None, ctx.timeout)
-    observed["remaining"] = remaining_on_node(ctx)
-    return observed
+    receiver.flow(1)
+    following = setup_step("receive the redelivered message", peer.receive, receiver, since)
+    _dispose(peer, [following], given)
+    peer.pump(timeout=0.05)
+    if following.delivery.settled:
+        following.delivery.settle()
+
+
+def answers_to(dispositions: list[dict], deliveries: list[ReceivedDelivery]) -> list[dict]:
+    """The broker's dispositions, each with ``covers`` (positions of ``deliveries`` in its first..last) and
+    ``strays`` (how many delivery-ids in that range are none of ``deliveries``: a range answered wider than
+    what it settles)."""
+    ids = [d.delivery_id for d in deliveries]
+    for seen in dispositions:
+        first = seen.get("first")
+        last = seen.get("last") if isinstance(seen.get("last"), int) else first
+        if not isinstance(first, int):
+            seen["covers"], seen["strays"] = [], None
+            continue
+        span = range(first, last + 1) if last >= first else range(0)
+        seen["covers"] = [i for i, delivery_id in enumerate(ids) if delivery_id in span]
+        seen["strays"] = len(span) - len(seen["covers"])
+    return dispositions
+
+
+def remaining_messages(ctx: CaseContext) -> list[dict[str, Any]]:
+    """What a fresh, non-durable consumer of the case's node receives now, each message field by field
+    (:func:`message_seen`); it watches for at least the row's ``watch`` seconds, like ``remaining_on_node``."""
+    peer, session = open_session(ctx, "inspector", min_watch=ctx.watch)
+    receiver, _ = setup_step("attach inspector", peer.attach_receiver, session, ctx.node, credit=20)
+    seen = []
+    while True:
+        try:
+            received = peer.receive(receiver, peer.mark(), timeout=ctx.quiet)
+        except ExpectationFailed:
+            break
+        seen.append(message_seen(received))
+        peer.dispose(received.delivery, "accepted", settle=True)
+    peer.close()
+    return seen
 
 
 def settled_offsets(dispositions: list[dict], deliveries: list[ReceivedDelivery]) -> list[int]:
@@ -202,8 +271,9 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     (``provocation``: its admin makes it reject, release or modify). Observes ``broker_attach``,
     ``dispositions`` (per transfer, the broker's first disposition or nothing), ``progress`` (the first and
     last disposition of the first unsettled transfer, when the row expects it), ``ordering`` (settle modes,
-    the broker's first disposition and what it sent after the peer settled), and ``stored``. ``size``: the
-    body's length (0: the bodies are m1, m2, ...)."""
+    the broker's first disposition and what it sent after the peer settled), ``answer_counts`` (per transfer,
+    how many dispositions of the broker's, over the whole exchange, hold its delivery-id) and ``stored``.
+    ``size``: the body's length (0: the bodies are m1, m2, ...)."""
     observed: dict[str, Any] = {}
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
@@ -212,12 +282,14 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                                 snd_settle_mode=given["snd_settle_mode"], rcv_settle_mode=given["rcv_settle_mode"])
     observed["broker_attach"] = attach_seen(attach)
     dispositions: list[dict | None] = []
+    delivery_ids: list[int] = []
     first_unsettled: tuple[Delivery, int] | None = None
     for index, kind in enumerate(given["transfers"]):
         since = peer.mark()
         body = "x" * given["size"] if given["size"] else f"m{index + 1}"
         delivery, transfer = setup_step(f"send m{index + 1}", peer.send, sender, body, settled=(kind == "settled"))
         delivery_id = transfer.fields["delivery-id"]
+        delivery_ids.append(delivery_id)
         wait = ctx.quiet if kind == "settled" else ctx.timeout
         frame = peer.wait_for_disposition(delivery_id, since, wait, role="receiver")
         dispositions.append(disposition_seen(frame))
@@ -237,9 +309,24 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.pump(timeout=ctx.quiet)
         ordering["after-peer-settled"] = broker_dispositions(peer, since, "receiver")
     observed["ordering"] = ordering
+    peer.pump(timeout=0)
+    observed["answer_counts"] = [len(answers_covering(peer, delivery_id)) for delivery_id in delivery_ids]
     sender.close()
     observed["stored"] = abbreviated(remaining_on_node(ctx))
     return observed
+
+
+def answers_covering(peer: ScriptedPeer, delivery_id: int) -> list[Frame]:
+    """Every disposition of the broker's (as receiver) whose first..last holds ``delivery_id``."""
+    found = []
+    for frame in peer.frames:
+        first = frame.fields.get("first") if frame.direction == "in" and frame.performative == "disposition" \
+            and frame.fields.get("role") == "receiver" else None
+        if isinstance(first, int):
+            last = frame.fields.get("last") if isinstance(frame.fields.get("last"), int) else first
+            if first <= delivery_id <= last:
+                found.append(frame)
+    return found
 
 
 def abbreviated(bodies: list[Any]) -> list[Any]:

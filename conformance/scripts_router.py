@@ -25,9 +25,9 @@ from .context import CaseContext, open_session, setup_step
 OUTCOME_ACTIONS = {"accept": "accepted", "reject": "rejected", "release": "released", "modify": "modified"}
 LEAVING_ACTIONS = ("detach", "close", "disconnect")
 ACTIONS = (*OUTCOME_ACTIONS, "hold", *LEAVING_ACTIONS)
-ACTION_FIELDS = {"action": str, "condition": str, "description": str, "delivery_failed": bool,
-                 "undeliverable_here": bool, "annotations": dict}
-ONLY_FOR = {"condition": "reject", "description": "reject", "delivery_failed": "modify",
+ACTION_FIELDS = {"action": str, "condition": str, "description": str, "info": dict, "delivery_failed": bool,
+                 "undeliverable_here": bool, "annotations": dict, "credit": int}
+ONLY_FOR = {"condition": "reject", "description": "reject", "info": "reject", "delivery_failed": "modify",
             "undeliverable_here": "modify", "annotations": "modify"}
 TERMINAL = ("accepted", "rejected", "released", "modified")
 CONSUMER_CREDIT = 5
@@ -41,15 +41,18 @@ GIVEN: dict[str, Any] = {
 # address_kind and consumers have no default: a row that leaves one out fails loading (None is not allowed)
 DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "address_kind": None, "consumers": None}
 OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "producer_error", "producer_modified",
-                "producer_premature", "received", "consumer_settled", "delivered_to")
+                "producer_premature", "received", "consumer_settled", "delivered_to", "consumer_detach",
+                "before_credit")
 
 
 def check_consumers(value: Any) -> str | None:
     """Why ``value`` is not a valid ``given.consumers`` list, or None when it is.
 
     Each entry is a table with ``action`` (one of :data:`ACTIONS`) and, for ``reject``, an optional
-    ``condition`` and ``description``; for ``modify``, optional ``delivery_failed``, ``undeliverable_here``
-    and ``annotations`` (a table of symbol keys). An empty list means no consumer at all.
+    ``condition``, ``description`` and ``info`` (a table of symbol keys: the error's info map); for
+    ``modify``, optional ``delivery_failed``, ``undeliverable_here``
+    and ``annotations`` (a table of symbol keys). Any consumer may set ``credit = 0``: it attaches starved of
+    credit and is given credit only when its turn to act comes. An empty list means no consumer at all.
     """
     if value is None:
         return "required: a list of consumer scripts, e.g. [{ action = \"accept\" }] ([] for no consumer)"
@@ -68,6 +71,8 @@ def check_consumers(value: Any) -> str | None:
                 return f"{where}: field {key!r} must be a {ACTION_FIELDS[key].__name__}"
             if key in ONLY_FOR and entry["action"] != ONLY_FOR[key]:
                 return f"{where}: field {key!r} only goes with action {ONLY_FOR[key]!r}"
+            if key == "credit" and item != 0:
+                return f"{where}: credit may only be 0 (starved until its turn; others get {CONSUMER_CREDIT})"
     return None
 
 
@@ -93,6 +98,13 @@ class Consumer:
     receiver: Receiver
     received: list[Received] = field(default_factory=list)
     aborted: int = 0
+    detach_answer: dict[str, Any] | None = None  # the router's detach answering ours (action "detach")
+    before_credit: list[Any] | None = None  # a starved consumer: the bodies it got before it gave credit
+
+    @property
+    def starved(self) -> bool:
+        """True when the consumer attached with no credit (it gets credit when its turn to act comes)."""
+        return self.script.get("credit") == 0
 
     def holds(self, body: Any) -> Received | None:
         """The last received message with this body, if any."""
@@ -137,14 +149,18 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     disposition seen before a consumer holding the message had acted, with where it was seen);
     ``received`` (per consumer, the bodies of the whole messages it got), ``consumer_settled`` (per
     consumer, whether the last message arrived settled; null if it never arrived) and ``delivered_to``
-    (how many consumers got the last message).
+    (how many consumers got the last message) and ``consumer_detach`` (per consumer, the router's detach
+    answering the consumer's closing detach, as ``{closed}``; null for a consumer that did not detach) and
+    ``before_credit`` (per consumer, for one attached starved: the bodies it got before it granted credit;
+    null for the others).
     """
     address = ctx.routed_address(given["address_kind"])
     consumers = []
     for index, script in enumerate(given["consumers"], start=1):
         label = f"consumer-{index}"
         peer, session = open_session(ctx, label)
-        receiver, _ = setup_step(f"attach {label}", peer.attach_receiver, session, address, credit=CONSUMER_CREDIT)
+        credit = script.get("credit", CONSUMER_CREDIT)
+        receiver, _ = setup_step(f"attach {label}", peer.attach_receiver, session, address, credit=credit)
         consumers.append(Consumer(label, script, peer, receiver))
 
     presettled = given["settlement"] == "presettled"
@@ -163,9 +179,17 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
     _receive_all(ctx, consumers, len(bodies))
     last = bodies[-1] if bodies else None
-    holders = [c for c in consumers if c.holds(last) is not None]
     for consumer in consumers:
-        if consumer not in holders or consumer.script["action"] == "hold" or presettled:
+        if consumer.starved and last is not None:
+            if observed["producer_premature"] is None and last_id is not None and not presettled:
+                early = _final_disposition(producer, last_id, since, ctx.quiet)
+                if early is not None:
+                    observed["producer_premature"] = {"seen-before": f"{consumer.label} credit", **_disposition(early)}
+            consumer.peer.pump(lambda c=consumer: c.take(), timeout=0)
+            consumer.before_credit = [r.body for r in consumer.received]
+            consumer.receiver.flow(CONSUMER_CREDIT)  # its turn: the starved consumer gets credit now
+            consumer.peer.pump(lambda c=consumer: (c.take() or True) and c.holds(last) is not None, ctx.timeout)
+        if consumer.holds(last) is None or consumer.script["action"] == "hold" or presettled:
             continue
         if observed["producer_premature"] is None and last_id is not None:
             early = _final_disposition(producer, last_id, since, ctx.quiet)
@@ -173,6 +197,7 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                 observed["producer_premature"] = {"seen-before": f"{consumer.label} {consumer.script['action']}",
                                                   **_disposition(early)}
         _act(ctx, consumer, last)
+    holders = [c for c in consumers if c.holds(last) is not None]
 
     final = None
     if last_id is not None:
@@ -187,6 +212,8 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["received"] = [[r.body for r in c.received] for c in consumers]
     observed["consumer_settled"] = [c.holds(last).settled if c.holds(last) else None for c in consumers]
     observed["delivered_to"] = len(holders)
+    observed["consumer_detach"] = [c.detach_answer for c in consumers]
+    observed["before_credit"] = [c.before_credit for c in consumers]
     return observed
 
 
@@ -221,6 +248,8 @@ def _receive_all(ctx: CaseContext, consumers: list[Consumer], sent: int) -> None
         return
     expected = ctx.expected.get("received")
     wanted = [len(e) if isinstance(e, list) else None for e in expected] if isinstance(expected, list) else None
+    if wanted is not None and len(wanted) == len(consumers):  # a starved consumer gets nothing before its turn
+        wanted = [None if c.starved else w for w, c in zip(wanted, consumers, strict=True)]
     wants_any = sent > 0 and (wanted is None or any(wanted)) and ctx.expected.get("delivered_to") != 0
     deadline = time.monotonic() + (ctx.timeout if wants_any else ctx.quiet)
     satisfied_at = None
@@ -254,13 +283,15 @@ def _act(ctx: CaseContext, consumer: Consumer, last: Any) -> None:
             local.undeliverable = script.get("undeliverable_here", False)
             if script.get("annotations"):
                 local.annotations = {symbol(k): v for k, v in script["annotations"].items()}
-        condition = (script["condition"], script.get("description")) if "condition" in script else None
+        info = {symbol(k): v for k, v in script["info"].items()} if script.get("info") else None
+        condition = (script["condition"], script.get("description"), info) if "condition" in script else None
         consumer.peer.dispose(delivery, OUTCOME_ACTIONS[action], settle=True, condition=condition)
         consumer.peer.pump(timeout=0)
     elif action == "detach":
         since = consumer.peer.mark()
         consumer.receiver.close()
-        setup_step(f"{consumer.label} detach", consumer.peer.expect, "detach", since)
+        answer = setup_step(f"{consumer.label} detach", consumer.peer.expect, "detach", since)
+        consumer.detach_answer = {"closed": answer.fields.get("closed")}
     elif action == "close":
         consumer.peer.close()
     elif action == "disconnect":

@@ -13,7 +13,8 @@ import uuid
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ScriptedPeer
+from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from amqp_conformance.peers.sections import message_sections
 from amqp_conformance.peers.transactions import (
     attach_coordinator,
     declare,
@@ -21,29 +22,56 @@ from amqp_conformance.peers.transactions import (
     dispose_transactional,
     send_transactional,
 )
-from proton import Message, Receiver
+from proton import Message, Receiver, symbol
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
-from .scripts import body_of, collect, disposition_seen, publish_setup, remaining_on_node, send_in_two_frames
+from .scripts import (
+    body_of,
+    disposition_covers,
+    disposition_seen,
+    publish_setup,
+    remaining_on_node,
+    send_in_two_frames,
+)
 
 SELECTOR_DESCRIPTOR = "apache.org:selector-filter:string"
+# given.discharge of um-publish -> the discharge's fail field: set (rollback), false (commit) or left out
+# ("commit-unset": AMQP 1.0 4.5.3 rolls back only when fail is set)
+DISCHARGE_FAIL: dict[str, bool | None] = {"commit": False, "rollback": True, "commit-unset": None}
+# given.txn -> the txn-id a transactional transfer or disposition names instead of the declared one (None: null)
+TXN_NAMED: dict[str, bytes | None] = {"undeclared": b"never-declared", "null": None}
+NON_CONTROL_BODY = "not a control message"
 
 
 class TxnNames:
-    """Names the txn-ids a case declared (``txn1``, ...) wherever they appear in observed data."""
+    """Names the txn-ids a case declared (``txn1``, ...) wherever they appear in observed data.
+
+    A name keeps the type the broker gave the id: a binary txn-id (AMQP 1.0 4.5.6) shows as ``b"txn1"``,
+    anything else as the plain string ``"txn1"``, so a row can judge the type with ``@binary``.
+    """
 
     def __init__(self) -> None:
-        self.names: dict[bytes, str] = {}
+        self.names: dict[tuple[type, Any], str] = {}
 
-    def add(self, txn_id: bytes | None) -> None:
+    @staticmethod
+    def _key(value: Any) -> tuple[type, Any] | None:
+        if isinstance(value, (bytes, bytearray)):
+            return bytes, bytes(value)
+        if isinstance(value, str):
+            return type(value), value
+        return None
+
+    def add(self, txn_id: Any) -> None:
         """Remember a declared txn-id under the next name."""
-        if txn_id is not None and txn_id not in self.names:
-            self.names[txn_id] = f"txn{len(self.names) + 1}"
+        key = self._key(txn_id)
+        if key is not None and key not in self.names:
+            self.names[key] = f"txn{len(self.names) + 1}"
 
     def show(self, value: Any) -> Any:
-        """``value`` with every declared txn-id (bytes) replaced by its name."""
-        if isinstance(value, (bytes, bytearray)) and bytes(value) in self.names:
-            return self.names[bytes(value)]
+        """``value`` with every declared txn-id replaced by its name (binary ones by a binary name)."""
+        key = self._key(value)
+        if key is not None and key in self.names:
+            return self.names[key].encode() if key[0] is bytes else self.names[key]
         if isinstance(value, dict):
             return {k: self.show(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -101,8 +129,11 @@ def run_subscription_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
 
     ``detach`` (the broker's detach of the subscriber link: closed, error), ``delivered_after`` (bodies the
     broker transferred on that link after the failing operation, until the quiet time after the detach),
-    and for ``ack``: ``delivery_tag`` and ``broker_disposition`` (its answer to our unsettled accepted);
-    for a second subscription: ``first_subscriber`` ("attached" or "detached").
+    and for ``ack``: ``delivery_tag``, ``broker_disposition`` (its answer to our unsettled accepted) and
+    ``broker_disposition_covers`` (the messages its range names);
+    for a second subscription: ``first_subscriber`` ("attached" or "detached"); with ``resubscribe`` (after
+    a failed ACK), ``resubscribed``: whether a new subscriber of the node on the same connection (on a new
+    session), attached after the broker's detach, stays "attached" or is "detached".
     """
     if given["when"] == "ack":
         return _ack_fault(ctx, given)
@@ -151,6 +182,7 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     peer.dispose(first.delivery, "accepted", settle=False)
     answer = peer.wait_for_disposition(first.delivery_id, since, ctx.wait_for("broker_disposition"), role="sender")
     observed["broker_disposition"] = disposition_seen(answer)
+    observed["broker_disposition_covers"] = disposition_covers(peer, answer)
     if answer is not None and answer.fields.get("settled"):
         first.delivery.settle()
     receiver.flow(1)  # credit for m2: a link that stayed attached would deliver it
@@ -158,6 +190,14 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     peer.pump(timeout=ctx.quiet)
     observed["detach"] = detach_seen(peer, handle, since)
     observed["delivered_after"] = delivered_on(peer, handle, since)
+    if given["resubscribe"]:  # a new (non-durable) subscriber of the node on the same connection, new session
+        session = setup_step("begin a second session", peer.begin)
+        since = peer.mark()
+        _, attach = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node,
+                               name=f"sub-{uuid.uuid4().hex[:8]}", credit=0)
+        new_handle = broker_handle(attach)
+        peer.pump(lambda: detach_seen(peer, new_handle, since) is not None, ctx.wait_for("resubscribed"))
+        observed["resubscribed"] = "detached" if detach_seen(peer, new_handle, since) else "attached"
     return observed
 
 
@@ -165,24 +205,37 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
-    """The peer publishes ``transfers`` (in a transaction when ``transactional``), the admin having provoked
+    """The peer publishes ``transfers`` (in a transaction when ``transactional``; with header durable=true
+    when ``durable_header``), the admin having provoked
     ``provocation`` after the attach (and relieved it after the first answer when ``relieve``). Observes:
 
-    ``declared`` (the coordinator's answer to declare), ``dispositions`` (per transfer), ``detach`` (the
+    ``declared`` (the coordinator's answer to declare), ``dispositions`` (per transfer) and
+    ``dispositions_cover`` (per transfer, the messages that disposition's range names), ``detach`` (the
     broker's detach of the publisher link), ``after_detach`` (what the broker sent on that link after its
     detach), ``visible_before_discharge`` (what a consumer gets before the discharge), ``discharge`` (the
-    answer to discharge) and ``stored`` (what a consumer of the node gets at the end).
+    answer to discharge: of the declared txn-id, or with ``discharge_id = "never-declared"`` of an id the
+    broker never declared), ``second_discharge`` (with ``discharge_again``, the answer to discharging the same
+    txn-id a second time) and ``stored`` (what a consumer of the node gets at the end). ``discharge`` says
+    how the transaction ends: ``commit``, ``rollback``, ``commit-unset`` (the fail field left out) or
+    ``close`` (the publisher's connection closes with no discharge). ``descriptors = "symbolic"`` sends
+    declare and discharge with their symbolic descriptors; ``txn = "undeclared"`` (``"null"``) makes the
+    transactional transfers name a txn-id the broker never declared (a null txn-id);
+    ``coordinator_last = "non-control"`` ends the case by sending the coordinator a message whose body is
+    neither declare nor discharge, ``coordinator_answer`` being the broker's disposition of it.
     """
     observed: dict[str, Any] = {}
     names = TxnNames()
+    symbolic = given["descriptors"] == "symbolic"
     peer, session = open_session(ctx, "publisher")
     coordinator = None
     txn_id = b""
     if given["transactional"]:
         coordinator, _ = setup_step("attach coordinator", attach_coordinator, peer, session)
-        declared, frame = declare(peer, coordinator, ctx.timeout)
+        declared, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
         names.add(declared)
         txn_id = declared if declared is not None else b"(none declared)"
+        if given["txn"] != "declared":  # the transfers name a transaction the broker never declared, or none
+            txn_id = TXN_NAMED[given["txn"]]
         observed["declared"] = names.show(disposition_seen(frame))
     sender, attach = setup_step("attach publisher", peer.attach_sender, session, ctx.node,
                                 snd_settle_mode=given["snd_settle_mode"])
@@ -190,38 +243,61 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     attached_at = peer.mark()
     _provoke(ctx, given["provocation"])
     expected = ctx.expected.get("dispositions")
-    dispositions = []
+    dispositions: list[Any] = []
+    covers: list[Any] = []
+    sent: dict[int, str] = {}
     for index, kind in enumerate(given["transfers"]):
         body = f"m{index + 1}"
+        message = Message(body=body, durable=True) if given["durable_header"] else None  # header durable=true
         since = peer.mark()
         if detach_seen(peer, handle, attached_at) is not None:
             dispositions.append(None)
+            covers.append(None)
             continue
         if kind == "partial":
             delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since,
                                              finish=lambda: detach_seen(peer, handle, attached_at) is None)
         elif given["transactional"]:
             _, transfer = setup_step(f"send {body} in the transaction", send_transactional, peer, sender, body,
-                                     txn_id, settled=(kind == "settled"))
+                                     txn_id, settled=(kind == "settled"), message=message)
             delivery_id = transfer.fields["delivery-id"]
         else:
-            _, transfer = setup_step(f"send {body}", peer.send, sender, body, settled=(kind == "settled"))
+            _, transfer = setup_step(f"send {body}", peer.send, sender, body, settled=(kind == "settled"),
+                                     message=message)
             delivery_id = transfer.fields["delivery-id"]
         wants = expected[index] if isinstance(expected, list) and index < len(expected) else None
         wait = ctx.quiet if expects_nothing(wants) else ctx.timeout
-        dispositions.append(names.show(disposition_seen(
-            peer.wait_for_disposition(delivery_id, since, wait, role="receiver"))))
+        sent[delivery_id] = body
+        answer = peer.wait_for_disposition(delivery_id, since, wait, role="receiver")
+        dispositions.append(names.show(disposition_seen(answer)))
+        covers.append(disposition_covers(peer, answer, "out", sent))
         if index == 0 and given["relieve"]:
             ctx.admin.relieve(given["provocation"], ctx.node)
     observed["dispositions"] = dispositions
+    observed["dispositions_cover"] = covers
     peer.pump(lambda: detach_seen(peer, handle, attached_at) is not None, ctx.wait_for("detach"))
     observed["detach"] = detach_seen(peer, handle, attached_at)
     if coordinator is not None and given["discharge"] != "none":
         observed["visible_before_discharge"] = remaining_on_node(ctx)
-        frame = discharge(peer, coordinator, txn_id, given["discharge"] == "rollback", ctx.timeout)
-        observed["discharge"] = names.show(disposition_seen(frame))
+        if given["discharge"] == "close":
+            peer.close()  # the connection ends with the transaction neither committed nor rolled back
+        else:
+            target = txn_id if given["discharge_id"] == "declared" else \
+                f"never-declared-{uuid.uuid4().hex[:8]}".encode()
+            fail = DISCHARGE_FAIL[given["discharge"]]
+            frame = discharge(peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
+            observed["discharge"] = names.show(disposition_seen(frame))
+            if given["discharge_again"]:  # the same txn-id once more: that transaction is over (4.3)
+                frame = discharge(peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
+                observed["second_discharge"] = names.show(disposition_seen(frame))
     observed["stored"] = remaining_on_node(ctx)  # takes the quiet time: also the watch after the detach
     observed["after_detach"] = sent_after_detach(peer, handle, attached_at)
+    if coordinator is not None and given["coordinator_last"] == "non-control":
+        since = peer.mark()
+        _, transfer = setup_step("send a non-control message to the coordinator", peer.send, coordinator,
+                                 NON_CONTROL_BODY)
+        observed["coordinator_answer"] = disposition_seen(
+            peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver"))
     return observed
 
 
@@ -232,17 +308,26 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """A durable subscriber disposes of m1 with ``transactional-state`` (txn-id, accepted), then discharges
     (``commit`` or ``rollback``). Observes ``declared``, ``delivery_tag``, ``broker_disposition`` (an
     answer to the transactional disposition before the discharge), ``discharge``, and ``remaining``
-    (what the durable subscriber gets when it re-attaches after the discharge)."""
+    (what the durable subscriber gets when it re-attaches after the discharge). m1 is published with a
+    header (durable, priority), a message annotation, a message-id and an application property:
+    ``first_delivery`` is its sections as first delivered, ``redelivered`` as delivered again after the
+    re-attach (None when it does not come back), both decoded from the transfer with types kept.
+    ``outcome`` is the outcome inside the transactional state (accepted, released, modified);
+    ``descriptors = "symbolic"`` sends declare, discharge and that outcome with their symbolic descriptors;
+    ``txn = "undeclared"`` (``"null"``) makes the transactional disposition name a txn-id the broker never
+    declared (a null txn-id), the declared transaction being discharged all the same; ``detach_first``
+    detaches the subscriber before the discharge."""
     observed: dict[str, Any] = {}
     names = TxnNames()
+    symbolic = given["descriptors"] == "symbolic"
     peer, session = open_session(ctx, "subscriber")
     name = f"sub-{uuid.uuid4().hex[:8]}"
     options = {"name": name, "rcv_settle_mode": given["rcv_settle_mode"], "durable": given["durable"]}
     receiver, attach = setup_step("attach durable subscriber", peer.attach_receiver, session, ctx.node, **options)
     handle = broker_handle(attach)
-    publish_setup(ctx, peer, session, ["m1", "m2"])
+    publish_setup(ctx, peer, session, ["m1", "m2"], messages={"m1": full_message("m1")})
     coordinator, _ = setup_step("attach coordinator", attach_coordinator, peer, session)
-    txn_id, frame = declare(peer, coordinator, ctx.timeout)
+    txn_id, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
     names.add(txn_id)
     observed["declared"] = names.show(disposition_seen(frame))
     if txn_id is None:
@@ -251,17 +336,53 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     receiver.flow(1)
     first = setup_step("receive m1", peer.receive, receiver, since)
     observed["delivery_tag"] = first.transfer.fields.get("delivery-tag")
+    observed["first_delivery"] = message_sections(first.transfer.payload)
     since = peer.mark()
-    setup_step("transactional disposition", dispose_transactional, peer, first.delivery, txn_id, "accepted")
+    disposed_at = since
+    named = TXN_NAMED[given["txn"]] if given["txn"] != "declared" else txn_id
+    setup_step("transactional disposition", dispose_transactional, peer, first.delivery, named, given["outcome"],
+               symbolic=symbolic)
     answer = peer.wait_for_disposition(first.delivery_id, since, ctx.wait_for("broker_disposition"), role="sender")
     observed["broker_disposition"] = names.show(disposition_seen(answer))
-    frame = discharge(peer, coordinator, txn_id, given["discharge"] == "rollback", ctx.timeout)
+    detached = False
+    if given["detach_first"]:  # the subscriber's link goes before the transaction is discharged
+        since = peer.mark()
+        receiver.detach()
+        setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
+        detached = True
+    frame = discharge(peer, coordinator, txn_id, given["discharge"] == "rollback", ctx.timeout, symbolic=symbolic)
     observed["discharge"] = names.show(disposition_seen(frame))
     since = peer.mark()
-    receiver.detach()
-    setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
+    if not detached:
+        receiver.detach()
+        if detach_seen(peer, handle, disposed_at) is None:
+            setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
+        else:  # the broker detached the link itself: proton's session still holds its name, so use a new one
+            session = setup_step("begin a second session", peer.begin)
     receiver, _ = setup_step("re-attach durable subscriber", peer.attach_receiver, session, ctx.node, credit=20,
                              **options)
-    observed["remaining"] = collect(ctx, peer, receiver)
+    remaining = collect_with_sections(ctx, peer, receiver)
+    observed["remaining"] = [body for body, _ in remaining]
+    observed["redelivered"] = next((sections for body, sections in remaining if body == "m1"), None)
     receiver.close()
     return observed
+
+
+def full_message(body: str) -> Message:
+    """A message with every part a redelivery must keep: header durable=true (and priority 7), a message
+    annotation, a message-id and an application property; the body is ``body``."""
+    return Message(body=body, durable=True, priority=7, annotations={symbol("x-opt-conformance"): body},
+                   id=f"id-{body}", properties={"color": "red"})
+
+
+def collect_with_sections(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[tuple[Any, dict]]:
+    """Like :func:`collect` (accept and settle all that arrives before the quiet time), with each message's
+    sections as its transfer carried them (:func:`message_sections`: AMQP types kept)."""
+    received_all = []
+    while True:
+        try:
+            received = peer.receive(receiver, peer.mark(), timeout=ctx.quiet)
+        except ExpectationFailed:
+            return received_all
+        received_all.append((body_of(received.message), message_sections(received.transfer.payload)))
+        peer.dispose(received.delivery, "accepted", settle=True)

@@ -122,12 +122,33 @@ def pick(peer: ScriptedPeer, direction: str, label: str) -> Frame | None:
     return next((f for f in frames if f.performative == label), None)
 
 
+def link_of(peer: ScriptedPeer, frame: Frame) -> str | None:
+    """The name of the link a flow, transfer or detach belongs to: the attach written in the same direction
+    (by the same end) with the frame's handle, on the same channel; None when the frame has no handle or no
+    such attach came first. Handles are each end's own choice (2.6.2), so a row names the link, not a number."""
+    handle = frame.fields.get("handle")
+    if handle is None:
+        return None
+    name = None
+    for earlier in peer.frames:
+        if earlier is frame:
+            break
+        if earlier.direction == frame.direction and earlier.performative == "attach" \
+                and earlier.channel == frame.channel and earlier.fields.get("handle") == handle:
+            name = earlier.fields.get("name")
+    return name
+
+
 @dataclass
 class FailedExchange:
-    """Why the shared exchange failed, and its peers (their frames are every row's evidence)."""
+    """Why the shared exchange failed, and its peers: their frames, as far as they came, are each row's evidence."""
 
     reason: str
     peers: list[ScriptedPeer]
+
+    def wire_peer(self) -> ScriptedPeer | None:
+        """The peer that ran the exchange (label "wire"), with every frame it captured before the failure."""
+        return next((p for p in self.peers if p.label == "wire"), None)
 
 
 _EXCHANGES: dict[str, ScriptedPeer | FailedExchange] = {}  # by broker URL
@@ -138,36 +159,41 @@ def forget_exchanges() -> None:
     _EXCHANGES.clear()
 
 
-def _shared_exchange(ctx: CaseContext) -> ScriptedPeer:
-    """The exchange of this broker, run by the first row that needs it. A failure is kept and raised for
-    every row: one exchange, one outcome (a broker that drops it is not made to drop it 27 times)."""
+def _shared_exchange(ctx: CaseContext) -> ScriptedPeer | FailedExchange:
+    """The exchange of this broker, run by the first row that needs it, kept (or its failure, with every frame
+    captured up to it) for every row: one exchange, one outcome, each row judged on its own frame."""
     cached = _EXCHANGES.get(ctx.address.url)
     if cached is None:
         try:
             cached = _exchange(ctx)
         except PeerError as exc:
-            _EXCHANGES[ctx.address.url] = FailedExchange(
-                f"the shared wire exchange failed (first run for {ctx.case_id}): {exc}", list(ctx.peers))
-            raise
+            cached = FailedExchange(f"the shared wire exchange failed (first run for {ctx.case_id}): {exc}",
+                                    list(ctx.peers))
         _EXCHANGES[ctx.address.url] = cached
-    if isinstance(cached, FailedExchange):
-        ctx.peers.extend(p for p in cached.peers if p not in ctx.peers)  # the row's frame log: that exchange
-        raise SetupFailed(cached.reason)
-    if cached not in ctx.peers:
-        ctx.peers.append(cached)
+    peers = cached.peers if isinstance(cached, FailedExchange) else [cached]
+    ctx.peers.extend(p for p in peers if p not in ctx.peers)  # the row's frame log: that exchange
     return cached
 
 
 def run_wire_performatives(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
-    """Observe ``decoded``, ``bytes`` and ``form`` of the frame the row names.
+    """Observe ``decoded``, ``bytes``, ``form`` and ``link`` (the name of the link its handle is on) of the frame
+    the row names.
 
-    The exchange runs once per broker (by URL) and pytest session, and its frames (or its failure) serve
-    every row, so 27 rows cost one exchange; each row's frame log shows that exchange.
+    The exchange runs once per broker (by URL) and pytest session, and its frames serve every row, so 28
+    rows cost one exchange; each row's frame log shows that exchange. When the exchange failed part-way (the
+    broker reset the connection, or ended it without an AMQP close), a row whose frame was captured before
+    that is still judged on it; a row whose frame never came raises :class:`SetupFailed` with the failure
+    and the frames that were captured (the harness then judges what the broker did).
     """
-    peer = _shared_exchange(ctx)
-    frame = pick(peer, "in" if given["side"] == "broker" else "out", given["frame"])
+    cached = _shared_exchange(ctx)
+    peer = cached.wire_peer() if isinstance(cached, FailedExchange) else cached
+    frame = pick(peer, "in" if given["side"] == "broker" else "out", given["frame"]) if peer else None
+    if frame is None and isinstance(cached, FailedExchange):
+        captured = ", ".join(f"{f.direction} {f.performative}" for f in (peer.frames if peer else [])) or "none"
+        raise SetupFailed(f"{cached.reason}; no {given['side']} {given['frame']} frame was captured before "
+                          f"that (captured: {captured})")
     if frame is None and given["side"] == "peer":
         raise SetupFailed(f"our peer wrote no {given['frame']} frame in the exchange")
     return {"decoded": dict(frame.fields) if frame else None,
             "bytes": body_bytes(frame).hex() if frame else None,
-            "form": encoding_form(frame)}
+            "form": encoding_form(frame), "link": link_of(peer, frame) if frame else None}

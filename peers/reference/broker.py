@@ -313,7 +313,7 @@ class Broker(UmRules):
             self._settle(delivery, Delivery.REJECTED, self.transformer_failure())
             return
         txn_id = self.txn_of(delivery)
-        error = self.publish_error(address)  # UM 10.11 Rejected/Publishing rows 2 and 3
+        error = self.publish_error(address, encoded)  # UM 10.11 Rejected/Publishing rows 2 and 3
         if error is not None:
             self.refuse_delivery(link, delivery, error, txn_id)
         elif txn_id is not None:
@@ -401,9 +401,16 @@ class Broker(UmRules):
                     else:
                         consumer.outstanding[delivery_tag(delivery)] = Outstanding(consumer.node, consumer.subscription,
                                                                          message)
+                if link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE and self.honours_drain():
+                    link.drained()  # 2.6.7: the receiver's drain uses up the credit left (no-op without drain)
 
 
     # -- the behaviours a mutant (peers/reference/mutants.py) may replace, one guarantee each ------------
+
+    def honours_drain(self) -> bool:
+        """2.6.7: with drain set and no message left, advance the delivery-count until the credit is used up
+        and send the flow state."""
+        return True
 
     def delivery_tag(self, node: Node, message: StoredMessage) -> bytes:
         """The tag of an outgoing delivery: ``<store-uid>:<eid>`` (UM 10.11, durable subscriptions)."""

@@ -6,17 +6,19 @@ mutant, and the project's own tests assert which cases fail. Each mutant names t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from proton import Condition, Data, Delivery, Described, Link, symbol, ulong
 
+from ..engine import delivery_tag
 from ..frames import Frame, FrameSplitter, encode_frame
 from ..rawframes import RawContext, frame_bytes
 from .broker import Broker, BrokerConnection, Policy
 from .guard import Violation
 from .outcomes import Modification
-from .store import Node, StoredMessage
+from .store import Node, StoredMessage, Subscription
 
 
 @dataclass(frozen=True)
@@ -460,6 +462,37 @@ class List32Dispositions(RewritingBroker):
                            RawContext())  # proton.Data writes every list as list32
 
 
+class IgnoresDrain(Broker):
+    """Leaves a draining receiver's credit unused (no delivery-count advance, no flow state)."""
+
+    def honours_drain(self) -> bool:
+        return False
+
+
+class RedeliversRejectedLater(Broker):
+    """Settles a rejection as 3.4.3 says, then puts the message back for redelivery a quarter second later."""
+
+    LATE_S = 0.25
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._late: list[tuple[float, Subscription, StoredMessage]] = []
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        super()._on_consumer_disposition(connection, delivery)
+        if outstanding is not None and delivery.remote_state == Delivery.REJECTED:
+            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+
+    def dispatch(self) -> None:
+        now = time.monotonic()
+        for _, subscription, message in [late for late in self._late if late[0] <= now]:
+            subscription.pending.append(message)  # the rejected message comes back
+        self._late = [late for late in self._late if late[0] > now]
+        super().dispatch()
+
+
 CORE_MUTANTS = (
     Mutant("never-presettles", "sends unsettled even when the receiver asked for sender settle mode SETTLED",
            "003 at-most-once; 2.7.3 snd-settle-mode (core.settlement.consume/at-most-once-consume)", NeverPresettles),
@@ -484,6 +517,11 @@ CORE_MUTANTS = (
     Mutant("list32-dispositions", "encodes dispositions as list32 instead of list8 (same decoded values)",
            "002 byte walk-through; 2.7.6 (wire.disposition/accepted, wire.performatives/broker-disposition-*)",
            List32Dispositions),
+    Mutant("redelivers-rejected-later", "puts a rejected message back for redelivery 0.25 s after settling it",
+           "3.4.3 rejected is terminal, the message is not redelivered (core.outcomes/rejected, its bounded watch)",
+           RedeliversRejectedLater),
+    Mutant("ignores-drain", "keeps the credit a draining receiver gave when it has no message left",
+           "2.6.7 drain (core.flow/drain-*)", IgnoresDrain, scope=("core.flow",)),
 )
 MUTANTS.update({m.name: m for m in CORE_MUTANTS})
 
@@ -500,3 +538,14 @@ def _family_scope(mutant: Mutant) -> tuple[str, ...]:
 
 
 MUTANTS.update({name: replace(m, scope=m.scope or _family_scope(m)) for name, m in MUTANTS.items()})
+from .mutants_umrouter import UMROUTER_MUTANTS  # noqa: E402  (issue 13: UM, transaction and router mutants)
+
+MUTANTS.update(UMROUTER_MUTANTS)
+
+from .mutants_core import CORE_ROW_MUTANTS  # noqa: E402  (issue 13: the core rows' mutants)
+
+MUTANTS.update({m.name: m for m in CORE_ROW_MUTANTS})
+
+from .mutants_errorswire import ERRORSWIRE_MUTANTS  # noqa: E402  (issue 13: the wire answers' mutants)
+
+MUTANTS.update({m.name: m for m in ERRORSWIRE_MUTANTS})

@@ -44,7 +44,8 @@ class Outcome:
     """A terminal delivery state with its details: the error (rejected), flags and annotations (modified)."""
 
     state: int
-    condition: tuple[str, str | None] | None = None
+    # a rejection's error: (condition, description) or (condition, description, info as (key, value) pairs)
+    condition: tuple[Any, ...] | None = None
     failed: bool = False
     undeliverable: bool = False
     annotations: tuple[tuple[Any, Any], ...] = ()
@@ -68,7 +69,9 @@ class Outcome:
         remote = delivery.remote
         condition = None
         if state == Delivery.REJECTED and remote.condition is not None:
-            condition = (str(remote.condition.name), remote.condition.description)
+            info = remote.condition.info
+            condition = (str(remote.condition.name), remote.condition.description,
+                         tuple(info.items()) if info else ())
         annotations = remote.annotations if state == Delivery.MODIFIED else None
         return cls(state, condition, bool(remote.failed) if state == Delivery.MODIFIED else False,
                    bool(remote.undeliverable) if state == Delivery.MODIFIED else False,
@@ -78,7 +81,9 @@ class Outcome:
         """Set this outcome on ``delivery`` (our side), send it, and settle."""
         local = delivery.local
         if self.condition is not None:
-            local.condition = Condition(*self.condition)
+            name, description, *rest = self.condition
+            info = dict(rest[0]) if rest and rest[0] else None
+            local.condition = Condition(name, description, info)  # the consumer's error whole (info too)
         if self.state == Delivery.MODIFIED:
             local.failed = self.failed
             local.undeliverable = self.undeliverable

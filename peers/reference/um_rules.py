@@ -90,8 +90,10 @@ class UmRules:
             return None
         return self.store.node(address)
 
-    def publish_error(self, address: str) -> Condition | None:
-        """The error a publish to ``address`` meets (Rejected/Publishing rows 2 and 3), or None."""
+    def publish_error(self, address: str, encoded: bytes = b"") -> Condition | None:
+        """The error a publish of ``encoded`` to ``address`` meets (Rejected/Publishing rows 2 and 3), or None.
+
+        A full store refuses every message, durable ones too (the guide makes no exception for them)."""
         node = self.live_node(address)
         if node is None:
             return self.condition("amqp:not-found", f"no node at address {address!r}")
@@ -99,7 +101,7 @@ class UmRules:
             return self.condition("amqp:unauthorized-access", f"publishing to {address!r} is not allowed")
         if self.faults.take_failure(address):
             return self.condition("amqp:internal-error", f"internal failure publishing to {address!r}")
-        if self.faults.full(address, stored_count(node)):
+        if self.faults.full(address, stored_count(node)) and self.counts_against_capacity(encoded):
             return self.condition("amqp:resource-limit-exceeded", f"the store of {address!r} is full")
         return None
 
@@ -297,6 +299,10 @@ class UmRules:
             delivery.settle()
 
     # -- the behaviours a mutant (peers/reference/mutants.py) may replace, one guarantee each ------------
+
+    def counts_against_capacity(self, encoded: bytes) -> bool:
+        """Whether this message is refused by a full store: every message is (Rejected/Publishing rows 2, 3)."""
+        return True
 
     def rolls_back(self, fail: bool) -> bool:
         """Whether a discharge with this ``fail`` flag rolls the transaction back (it does exactly when set)."""

@@ -1,0 +1,60 @@
+"""Several consumers of one queue (AMQP 1.0 3.5.3 distribution-mode move, 2.6.7 credit is per link).
+
+:func:`run_consumers` attaches one consumer per entry of ``credits`` (each on its own connection, with no
+credit), stores ``messages`` messages, then grants each consumer its credit, and observes who got what.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from amqp_conformance.peers.peer import ExpectationFailed
+
+from .context import CaseContext, open_session, setup_step
+from .scripts import remaining_on_node
+from .scripts_core import publish
+from .scripts_flow import bodies_of, transfers_on
+
+
+def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Observes ``before_credit`` (bodies any consumer got before it had credit), ``counts`` (how many
+    messages each consumer got, in attach order), ``union`` (every body delivered, sorted), ``duplicates``
+    (how many deliveries repeated a body another, or the same, consumer already had) and ``remaining`` (what
+    a fresh consumer gets once all have closed)."""
+    consumers = []
+    for index, _ in enumerate(given["credits"]):
+        peer, session = open_session(ctx, f"consumer-{index + 1}")
+        receiver, _ = setup_step(f"attach consumer {index + 1}", peer.attach_receiver, session, ctx.node, credit=0)
+        consumers.append((peer, receiver, peer.handle_of(receiver), peer.mark()))
+    publisher, session = open_session(ctx, "publisher")
+    publish(ctx, publisher, session, given["messages"])
+    for peer, _, _, _ in consumers:
+        peer.pump(timeout=0)
+    publisher.pump(timeout=ctx.quiet)
+    before = [body for peer, _, handle, since in consumers for body in bodies_of(transfers_on(peer, handle, since))]
+    marks = []
+    for (peer, receiver, _, _), credit in zip(consumers, given["credits"], strict=True):
+        marks.append(peer.mark())
+        receiver.flow(credit)
+        peer.pump(timeout=0)
+    expected = min(sum(given["credits"]), given["messages"])
+    per_consumer: list[list[Any]] = [[] for _ in consumers]
+    for index, ((peer, receiver, _, _), since) in enumerate(zip(consumers, marks, strict=True)):
+        while len(per_consumer[index]) < given["credits"][index]:
+            wait = ctx.timeout if sum(map(len, per_consumer)) < expected else ctx.quiet
+            try:
+                received = peer.receive(receiver, peer.mark() if per_consumer[index] else since, timeout=wait)
+            except ExpectationFailed:
+                break
+            per_consumer[index].append(received.message.body)
+            peer.dispose(received.delivery, "accepted", settle=True)
+    for peer, _, _, _ in consumers:
+        peer.pump(timeout=0)
+    delivered = [body for bodies in per_consumer for body in bodies]
+    observed = {"before_credit": before, "counts": [len(bodies) for bodies in per_consumer],
+                "union": sorted(set(delivered)), "duplicates": sum(n - 1 for n in Counter(delivered).values())}
+    for peer, _, _, _ in consumers:
+        peer.close()
+    observed["remaining"] = remaining_on_node(ctx)
+    return observed

@@ -1,0 +1,92 @@
+"""Flow control with the broker as sender (AMQP 1.0 2.6.7 Flow Control, 2.7.4 Flow): credit and drain.
+
+:func:`run_flow` attaches a consumer with no credit, stores the row's messages, watches that nothing comes
+before credit, then grants the row's credit (with ``drain`` or not) and observes what the broker sends on
+the link: the bodies it delivers and its flow state (link-credit, delivery-count and how far the
+delivery-count advanced from the attach's initial-delivery-count, with their AMQP types).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.peer import ScriptedPeer
+from proton import Message
+
+from .context import CaseContext, open_session, setup_step
+from .scripts_core import publish
+
+SEQUENCE_NO_MODULUS = 2**32  # 2.8.9 sequence-no: RFC 1982 serial numbers of 32 bits
+
+
+def transfers_on(peer: ScriptedPeer, handle: int, since: int) -> list[Frame]:
+    """The broker's transfer frames on our link ``handle`` after ``since`` (first frames of deliveries)."""
+    frames = [f for f in peer.frames[since:]
+              if f.direction == "in" and f.performative == "transfer" and f.fields.get("handle") == handle]
+    return [f for f in frames if f.fields.get("delivery-id") is not None] or frames
+
+
+def bodies_of(frames: list[Frame]) -> list[Any]:
+    """The bodies of single-frame deliveries, decoded by proton."""
+    bodies = []
+    for frame in frames:
+        message = Message()
+        message.decode(frame.payload)
+        bodies.append(message.body)
+    return bodies
+
+
+def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
+    """The broker's flow state for our link: its fields as typed on the wire, ``advance``: how far its
+    delivery-count moved from the attach's initial-delivery-count, and ``limit``: advance + link-credit, the
+    delivery-limit, which only the receiver moves (2.6.7); None when it sent none."""
+    if frame is None:
+        return None
+    fields = frame.fields
+    count = fields.get("delivery-count")
+    credit = fields.get("link-credit")
+    advance = (count - initial) % SEQUENCE_NO_MODULUS if isinstance(count, int) else None
+    limit = advance + credit if advance is not None and isinstance(credit, int) else None
+    return {"handle": fields.get("handle"), "link-credit": credit, "delivery-count": count, "advance": advance,
+            "limit": limit, "drain": fields.get("drain")}
+
+
+def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Observes ``before_credit`` (bodies sent while the link had no credit), ``delivered`` (bodies sent
+    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, or None)."""
+    peer, session = open_session(ctx, "consumer")
+    receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)
+    handle = peer.handle_of(receiver)
+    initial = attach.fields.get("initial-delivery-count") or 0
+    since = peer.mark()
+    if given["messages"]:
+        publish(ctx, peer, session, given["messages"])
+    peer.pump(timeout=ctx.quiet)
+    observed: dict[str, Any] = {"before_credit": bodies_of(transfers_on(peer, handle, since))}
+
+    since = peer.mark()
+    credit = given["credit"]
+    if given["drain"]:
+        receiver.drain(credit)
+    else:
+        receiver.flow(credit)
+    expected = min(credit, given["messages"])
+
+    def flow_frame() -> Frame | None:
+        flows = [f for f in peer.frames[since:]
+                 if f.direction == "in" and f.performative == "flow" and f.fields.get("handle") == handle]
+        return flows[-1] if flows else None
+
+    def answered() -> bool:
+        delivered = len(transfers_on(peer, handle, since)) >= expected
+        frame = flow_frame()
+        drained = not given["drain"] or (frame is not None and frame.fields.get("link-credit") == 0)
+        return delivered and drained
+
+    peer.pump(answered, ctx.timeout)
+    peer.pump(timeout=ctx.quiet)  # anything more the broker sends (a transfer beyond the credit)
+    observed["delivered"] = bodies_of(transfers_on(peer, handle, since))
+    observed["broker_flow"] = flow_seen(flow_frame(), initial)
+    peer.close()
+    return observed

@@ -1,0 +1,32 @@
+"""A message's sections as they crossed the wire (AMQP 1.0 3.2), decoded by ``proton.Data`` with their types.
+
+Proton's ``Message`` API gives header fields as plain Python values (a delivery-count is an int whatever its
+wire type); a row that constrains a type reads it here, from the transfer's payload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp_conformance.peers.sections import message_sections
+from proton import uint
+
+
+def message_fields(payload: bytes) -> dict[str, Any]:
+    """What a row judges of a delivered message, typed as on the wire: the header's ``durable``,
+    ``first-acquirer`` (absent: false) and ``delivery-count`` (absent: uint 0, the defaults of 3.2.1),
+    ``priority``, ``annotations`` (message-annotations, keys as text, values typed), ``body`` (the
+    amqp-value, or the data bytes) and ``body-section`` (which body section carried it). The sections are
+    decoded by :func:`amqp_conformance.peers.sections.message_sections`."""
+    found = message_sections(payload)
+    header = found.get("header", {})
+    annotations = found.get("message-annotations")
+    return {
+        "durable": header.get("durable", False),
+        "first-acquirer": header.get("first-acquirer", False),
+        "delivery-count": header.get("delivery-count", uint(0)),
+        "priority": header.get("priority"),
+        "annotations": {str(k): v for k, v in annotations.items()} if isinstance(annotations, dict) else {},
+        "body": found.get("body"),
+        "body-section": found.get("body-section"),
+    }

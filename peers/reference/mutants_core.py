@@ -1,0 +1,191 @@
+"""Mutants of the core delivery families (issue 13): each breaks one guarantee of AMQP 1.0 2.6-2.8 / 3.2-3.4
+the way a real broker plausibly would, and each was written, and seen to survive, before the row that kills it.
+
+Registered into :data:`.mutants.MUTANTS` by one line there; their scope is the core tables.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from proton import Delivery, Described, Link, Message, symbol, uint, ulong
+
+from ..engine import delivery_tag
+from ..frames import Frame
+from .broker import Broker, BrokerConnection, Consumer, Outstanding
+from .mutants import DISPOSITION_STATE, Mutant, RedeliversRejectedLater, RewritingBroker, _with_field
+from .outcomes import Modification
+from .store import StoredMessage, Subscription
+
+DISPOSITION_LAST = 2  # field index of disposition.last
+CORE_SCOPE = ("core.",)
+
+
+def _rewrite_message(encoded: bytes, **changes: object) -> bytes:
+    message = Message()
+    message.decode(encoded)
+    for name, value in changes.items():
+        setattr(message, name, value)
+    return message.encode()
+
+
+class RedeliveryDropsDurable(Broker):
+    """Re-encodes a released or modified message from its own record, which forgets the header's durable."""
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        outstanding.message.encoded = _rewrite_message(outstanding.message.encoded, durable=False)
+        super()._redeliver(connection, consumer, outstanding, state, modification)
+
+
+class ReleasedDropsAnnotations(Broker):
+    """Puts a released message back without its message-annotations (3.4.4: the message is unchanged)."""
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        outstanding.message.encoded = _rewrite_message(outstanding.message.encoded, annotations=None)
+        super()._redeliver(connection, consumer, outstanding, state, modification)
+
+
+class AnnotationsMergeOldWins(Broker):
+    """Merges modified's message-annotations under the message's own: an existing key keeps its old value."""
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        own = Message()
+        own.decode(outstanding.message.encoded)
+        if modification.annotations and own.annotations:
+            kept = {symbol(str(k)): v for k, v in modification.annotations.items()}
+            kept.update(own.annotations)
+            modification = Modification(modification.delivery_failed, modification.undeliverable_here, kept)
+        super()._redeliver(connection, consumer, outstanding, state, modification)
+
+
+class DropsUnsettledOnLinkClose(Broker):
+    """Forgets the unsettled deliveries of a consumer link that closes, as if they had been accepted."""
+
+    def _release_consumer(self, consumer: Consumer) -> None:
+        for outstanding in consumer.outstanding.values():
+            outstanding.subscription.acknowledge(outstanding.message.eid)
+        consumer.outstanding.clear()
+
+
+class StampsFirstAcquirer(Broker):
+    """Marks every delivery first-acquirer=true, also a message another link acquired before (3.2.1)."""
+
+    def dispatch(self) -> None:
+        for connection in self.connections:
+            for consumer in connection.consumers.values():
+                for message in consumer.subscription.pending:
+                    message.encoded = _rewrite_message(message.encoded, first_acquirer=True)
+        super().dispatch()
+
+
+class WidensConsumerAnswer(RewritingBroker):
+    """Settles a consumer's delivery with a disposition whose range runs one delivery-id past it."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "disposition" or frame.fields.get("role") != "sender":
+            return frame.raw
+        last = frame.fields.get("last")
+        return _with_field(frame, DISPOSITION_LAST, uint((last if last is not None else frame.fields["first"]) + 1))
+
+
+class SettlesAcceptedAsReleased(RewritingBroker):
+    """Settles a consumer's accepted delivery with a disposition whose state says released."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        state = frame.fields.get("state") if frame.performative == "disposition" else None
+        if frame.fields.get("role") != "sender" or not isinstance(state, dict) or state.get("@type") != "accepted":
+            return frame.raw
+        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x26), []))
+
+
+class RepeatsPublishAnswer(RewritingBroker):
+    """Sends every settled answer to a publisher twice (a settled delivery has no further state, 2.6.12)."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative == "disposition" and frame.fields.get("role") == "receiver" \
+                and frame.fields.get("settled"):
+            return frame.raw + frame.raw
+        return frame.raw
+
+
+class RedeliversAcceptedLater(RedeliversRejectedLater):
+    """Settles an accepted delivery, then puts the message back for redelivery a quarter second later."""
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        Broker._on_consumer_disposition(self, connection, delivery)
+        if outstanding is not None and delivery.remote_state == Delivery.ACCEPTED:
+            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+
+
+class StallsBehindStarvedConsumer(Broker):
+    """Serves a queue's consumers in attach order and waits while the first one has no credit (head-of-line)."""
+
+    def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
+        sharing = [c for connection in self.connections for c in connection.consumers.values()
+                   if c.subscription is consumer.subscription]
+        if sharing and sharing[0] is not consumer and sharing[0].link.credit <= 0:
+            return None
+        return super().take_for(consumer, excluded)
+
+
+class CopiesToEveryConsumer(Broker):
+    """Gives each consumer of a queue its own copy of every message, as a topic would."""
+
+    def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
+        super()._open_consumer(connection, link)
+        consumer = connection.consumers.get(link.name)
+        if consumer is None or consumer.subscription.durable:
+            return
+        copy = Subscription(f"copy-{id(link)}", durable=False)
+        copy.pending.extend(StoredMessage(m.eid, m.encoded) for m in consumer.subscription.pending)
+        consumer.node.durable[copy.name] = copy  # later publishes reach it too
+        consumer.subscription = copy
+
+
+class CloseAnsweredWithDetach(RewritingBroker):
+    """Answers a link's close (detach closed=true) with a detach that does not close it (2.6.6)."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "detach" or not frame.fields.get("closed"):
+            return frame.raw
+        return _with_field(frame, 1, None)
+
+
+CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
+    ("redelivery-drops-durable", "redelivers a released or modified message with durable=false",
+     "3.4.4 the released message is unchanged; 3.4.5 only delivery-count and annotations change "
+     "(core.outcomes/released, modified-*)", RedeliveryDropsDurable),
+    ("released-drops-annotations", "redelivers a released message without its message-annotations",
+     "3.4.4 the released message is unchanged at the node (core.outcomes/released)", ReleasedDropsAnnotations),
+    ("annotations-merge-old-wins", "merges modified's message-annotations with the old values taking precedence",
+     "3.4.5 message-annotations: the new values take precedence (core.outcomes/modified-annotations)",
+     AnnotationsMergeOldWins),
+    ("drops-unsettled-on-link-close", "forgets a closing consumer link's unsettled deliveries",
+     "3.4, 3.5.3 a delivery with no terminal outcome was not consumed (core.outcomes/link-closed-unsettled)",
+     DropsUnsettledOnLinkClose),
+    ("stamps-first-acquirer", "marks every delivery first-acquirer=true, redeliveries to another link included",
+     "3.2.1 first-acquirer (core.outcomes/link-closed-unsettled)", StampsFirstAcquirer),
+    ("widens-consumer-answer", "settles a consumer's delivery with a range one delivery-id too long",
+     "2.7.6 first, last: the range the disposition applies to (core.outcomes/accepted, rejected, range)",
+     WidensConsumerAnswer),
+    ("settles-accepted-as-released", "settles a consumer's accepted delivery with state released",
+     "2.7.6 state, 3.4.2 (core.outcomes/accepted)", SettlesAcceptedAsReleased),
+    ("repeats-publish-answer", "sends each settled answer to a publisher twice",
+     "2.6.12 a settled delivery has no further state (core.settlement/at-least-once-publish)", RepeatsPublishAnswer),
+    ("redelivers-accepted-later", "puts an accepted message back for redelivery 0.25 s after settling it",
+     "3.4.2 accepted is terminal, the message is gone (core.outcomes/accepted, its bounded watch)",
+     RedeliversAcceptedLater),
+    ("stalls-behind-starved-consumer", "sends nothing on a queue while its first consumer has no credit",
+     "2.6.7 credit is per link; 3.5.3 distribution-mode move (core.consumers/starved-consumer)",
+     StallsBehindStarvedConsumer),
+    ("copies-to-every-consumer", "gives every consumer of a queue its own copy of each message",
+     "3.5.3 distribution-mode move: a message goes to one consumer (core.consumers/*)", CopiesToEveryConsumer),
+    ("close-answered-with-detach", "answers a link's close with a detach without closed=true",
+     "2.6.6, 2.7.7 closed (core.outcomes/link-closed-unsettled)", CloseAnsweredWithDetach),
+))

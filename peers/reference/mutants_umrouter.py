@@ -1,0 +1,234 @@
+"""Mutants for the UM, transaction and router rows (issue 13): each breaks one guarantee those rows check.
+
+Registered into :data:`mutants.MUTANTS` by one line there; the scope of each is the tables that catch it.
+Every mutant here was written, and seen to survive the catalogue, before the row that catches it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from proton import Condition, Delivery, Described, Link, Message, symbol, uint, ulong
+
+from ..engine import delivery_tag
+from ..frames import Frame
+from .broker import Broker, BrokerConnection
+from .mutants import DISPOSITION_STATE, Mutant, RewritingBroker, _with_field
+from .router import Outcome, RoutedConsumer, Router
+from .transactions import Transaction, TransactionManager, UnknownTransaction
+
+DISPOSITION_LAST = 2  # field index of disposition.last
+
+
+class DropsRejectInfo(Router):
+    """Propagates a rejection's condition and description but not its ``info`` map."""
+
+    def propagated(self, outcome: Outcome) -> Outcome:
+        """The rejection without info (001 anycast: the consumer's delivery state is propagated whole)."""
+        if outcome.state != Delivery.REJECTED or outcome.condition is None:
+            return outcome
+        name, description = outcome.condition[:2]
+        return Outcome(Delivery.REJECTED, (name, description))
+
+
+class _LenientManager(TransactionManager):
+    """Discharges an unknown txn-id as if it were an empty transaction."""
+
+    def get(self, txn_id: bytes) -> Transaction:
+        try:
+            return super().get(txn_id)
+        except UnknownTransaction:
+            self.open[bytes(txn_id)] = Transaction(bytes(txn_id), None)
+            return self.open[bytes(txn_id)]
+
+
+class AcceptsUnknownDischarge(Broker):
+    """Answers the discharge of a txn-id it never declared with accepted."""
+
+    def init_um(self) -> None:
+        """The reference's UM state, with a transaction manager that takes any txn-id."""
+        super().init_um()
+        self.transactions = _LenientManager()
+
+
+class _UnforgettingManager(TransactionManager):
+    """Keeps a transaction open after its discharge (its work applies once; a second discharge is taken)."""
+
+    def discharge(self, txn_id: bytes, fail: bool) -> int:
+        transaction = self.get(txn_id)
+        applied = super().discharge(txn_id, fail)
+        self.open[transaction.txn_id] = Transaction(transaction.txn_id, transaction.owner)
+        return applied
+
+
+class AcceptsSecondDischarge(Broker):
+    """Accepts a second discharge of a transaction already discharged."""
+
+    def init_um(self) -> None:
+        """The reference's UM state, with a transaction manager that never forgets a discharged one."""
+        super().init_um()
+        self.transactions = _UnforgettingManager()
+
+
+def _error_as_string(error: object) -> object:
+    """An error (decoded frame dict) re-encoded with its condition as a string, not a symbol."""
+    if not isinstance(error, dict) or error.get("condition") is None:
+        return error
+    info = error.get("info")
+    return Described(ulong(0x1d), [str(error["condition"]), error.get("description"),
+                                   {symbol(k): v for k, v in info.items()} if isinstance(info, dict) else None])
+
+
+class StringRejectionCondition(RewritingBroker):
+    """Sends a rejected disposition's error condition as a string where AMQP 1.0 (2.8.15) types it symbol."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """A rejected disposition with its condition re-encoded as a string; other frames unchanged."""
+        state = frame.fields.get("state") if frame.performative == "disposition" else None
+        if not isinstance(state, dict) or state.get("@type") != "rejected" or not state.get("error"):
+            return frame.raw
+        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x25), [_error_as_string(state["error"])]))
+
+
+DETACH_ERROR = 2  # field index of detach.error
+
+
+class StringDetachCondition(RewritingBroker):
+    """Sends a detach's error condition as a string where AMQP 1.0 (2.8.15) types it symbol."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """A detach with an error re-encoded with its condition as a string; other frames unchanged."""
+        if frame.performative != "detach" or not frame.fields.get("error"):
+            return frame.raw
+        return _with_field(frame, DETACH_ERROR, _error_as_string(frame.fields["error"]))
+
+
+class StoresDurableWhenFull(Broker):
+    """Takes a durable message (header durable=true) into a full store: "durable ones are spooled"."""
+
+    def counts_against_capacity(self, encoded: bytes) -> bool:
+        """Only non-durable messages meet the store's capacity."""
+        message = Message()
+        try:
+            message.decode(encoded)
+        except Exception:  # not a message proton decodes: the capacity applies
+            return True
+        return not message.durable
+
+
+class KeepsLinkAfterPresettledFatal(Broker):
+    """Drops a refused pre-settled transfer without the link's fate: a fatal error leaves the link attached."""
+
+    def refuse_delivery(self, link: Link, delivery: Delivery, error: Condition, txn_id: bytes | None = None) -> None:
+        """A settled delivery is dropped and nothing more; an unsettled one is refused as the reference does."""
+        if delivery.settled:
+            delivery.settle()
+            return
+        super().refuse_delivery(link, delivery, error, txn_id)
+
+
+class SkipsStarvedConsumer(Router):
+    """Routes a message only to consumers that have credit now: a starved consumer never gets its copy."""
+
+    def consumers_of(self, address: str) -> list[RoutedConsumer]:
+        """The attached consumers with link credit (001 multicast: all outbound deliveries, credit or not)."""
+        return [c for c in super().consumers_of(address) if c.link.credit > 0]
+
+
+class OverreachingConsumerAnswer(RewritingBroker):
+    """Answers a subscriber's disposition with the right state but a range one delivery too wide."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """A sender-role disposition with ``last`` = ``first`` + 1; other frames unchanged."""
+        if frame.performative != "disposition" or frame.fields.get("role") != "sender":
+            return frame.raw
+        return _with_field(frame, DISPOSITION_LAST, uint(int(frame.fields["first"]) + 1))
+
+
+class OverreachingPublishAnswer(RewritingBroker):
+    """Answers a publisher's transfer with the right state but a range one delivery too wide."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """A receiver-role disposition with ``last`` = ``first`` + 1; other frames unchanged."""
+        if frame.performative != "disposition" or frame.fields.get("role") != "receiver":
+            return frame.raw
+        return _with_field(frame, DISPOSITION_LAST, uint(int(frame.fields["first"]) + 1))
+
+
+class RequeueStripsMessage(Broker):
+    """Requeues the messages a departed consumer held as bare messages: header durable and annotations lost."""
+
+    def _release_consumer(self, consumer: Any) -> None:
+        for outstanding in consumer.outstanding.values():
+            message = Message()
+            message.decode(outstanding.message.encoded)
+            message.durable = False
+            message.annotations = None
+            outstanding.message.encoded = message.encode()
+        super()._release_consumer(consumer)
+
+
+class RedeliversAckedLater(Broker):
+    """Accepts and settles a durable subscriber's ACK, then (the ACK "lost") puts the event back 0.25 s later."""
+
+    LATE_S = 0.25
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._late: list[tuple[float, Any, Any]] = []
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        super()._on_consumer_disposition(connection, delivery)
+        if outstanding is not None and outstanding.subscription.durable and delivery.remote_state == Delivery.ACCEPTED:
+            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+
+    def dispatch(self) -> None:
+        """Put back the events whose time has come, then dispatch as the reference does."""
+        now = time.monotonic()
+        for _, subscription, message in [late for late in self._late if late[0] <= now]:
+            subscription.pending.append(message)  # the acknowledged event comes back
+        self._late = [late for late in self._late if late[0] > now]
+        super().dispatch()
+
+
+UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
+    Mutant("router-drops-reject-info", "propagates a rejection's condition and description but drops its info",
+           "001 Unsettled, anycast (the consumer's delivery state, error info included, reaches the producer)",
+           DropsRejectInfo, scope=("router.",)),
+    Mutant("accepts-unknown-discharge", "accepts the discharge of a txn-id it never declared",
+           "AMQP 1.0 4.3, 4.5 transaction-error unknown-id (rejected with amqp:transaction:unknown-id)",
+           AcceptsUnknownDischarge, scope=("um.transactions.",)),
+    Mutant("accepts-second-discharge", "accepts a second discharge of a transaction already discharged",
+           "AMQP 1.0 4.3 (a discharged transaction is over), 4.5 unknown-id", AcceptsSecondDischarge,
+           scope=("um.transactions.",)),
+    Mutant("string-rejection-condition", "sends a rejection's error condition as a string, not a symbol",
+           "000 Rejected: Subscription row 2, Publishing rows 1-3 (the condition); AMQP 1.0 2.8.15 (symbol); "
+           "core.outcomes.publish/rejected", StringRejectionCondition, scope=("um.", "core.")),
+    Mutant("string-detach-condition", "sends a fatal detach's error condition as a string, not a symbol",
+           "000 Rejected: every fatal condition (link closed with it); AMQP 1.0 2.8.15 (symbol)",
+           StringDetachCondition, scope=("um.",)),
+    Mutant("stores-durable-when-full", "takes durable messages into a full store (rejects only non-durable ones)",
+           "000 Rejected: Publishing rows 2-3 (amqp:resource-limit-exceeded when the store capacity is reached)",
+           StoresDurableWhenFull, scope=("um.rejected.",)),
+    Mutant("keeps-link-after-presettled-fatal", "keeps the link after a fatal error on a pre-settled transfer",
+           "000 Rejected: Publishing row 2 (sender settle mode UNSETTLED OR SETTLED; fatal: the link is closed)",
+           KeepsLinkAfterPresettledFatal, scope=("um.rejected.",)),
+    Mutant("router-skips-starved-consumer", "multicasts only to consumers that have credit when the message comes",
+           "001 Unsettled, multicast (all outbound deliveries; the router waits for each consumer's final state)",
+           SkipsStarvedConsumer, scope=("router.",)),
+    Mutant("overreaching-consumer-answer", "answers a subscriber's disposition with a range one delivery too wide",
+           "000 Accepted: Subscription Mapping rows 1, 3-7 (the delivery is accepted and settled: that one)",
+           OverreachingConsumerAnswer, scope=("um.",)),
+    Mutant("overreaching-publish-answer", "answers a publisher's transfer with a range one delivery too wide",
+           "000 Accepted/Rejected: Publishing Mapping (each delivery is answered and settled: that one)",
+           OverreachingPublishAnswer, scope=("um.",)),
+    Mutant("requeue-strips-message", "redelivers a message a consumer left unsettled without its header durable "
+           "and message-annotations", "000 Accepted: Subscription row 8 with AMQP 1.0 4.4.2 (rollback: the message "
+           "stays unacknowledged) and 3.2 (durable, annotations)", RequeueStripsMessage, scope=("um.",)),
+    Mutant("redelivers-acked-later", "puts a durable subscriber's acknowledged event back 0.25 s after the ACK",
+           "000 Accepted: Subscription Mapping rows 5, 7 (the durable ACK: the event is acknowledged for good)",
+           RedeliversAckedLater, scope=("um.",)),
+)}
