@@ -96,6 +96,9 @@ class _Grouper:
         self.groups: list[Exchange] = []
         self.links: dict[tuple, str] = {}  # (party, direction, channel, handle) -> link name
         self.last_delivery: dict[tuple, Any] = {}  # (party, direction, channel, handle) -> delivery id
+        # (kind, key) -> the latest exchange started with them: at most one of a kind and key is open at a time
+        # (a new one starts only when none is), so finding it is a look-up, not a scan (65,537 transfers: 2 min)
+        self.latest: dict[tuple, Exchange] = {}
 
     def link_of(self, party: str, frame: Frame) -> str | None:
         handle = frame.fields.get("handle")
@@ -136,9 +139,10 @@ class _Grouper:
         if group is None:
             group = Exchange(kind, party, key, link=link)
             self.groups.append(group)
-        group.frames.append(frame)
-        if kind in PAIRED and {f.direction for f in group.frames} == {"in", "out"}:
+            self.latest[(kind, key)] = group
+        if kind in PAIRED and group.frames and frame.direction != group.frames[0].direction:
             group.closed = True
+        group.frames.append(frame)
         if kind == "open" and frame.direction == "in":  # the handshake ends when the broker's open arrives
             for other in self.groups:
                 if other.kind == "handshake" and other.party == party:
@@ -150,10 +154,8 @@ class _Grouper:
             return last if last is not None and last.kind == kind and last.key == key else None
         if kind == "disposition":
             return None
-        for group in reversed(self.groups):
-            if group.key == key and group.kind == kind and not group.closed:
-                return group
-        return None
+        group = self.latest.get((kind, key))
+        return group if group is not None and not group.closed else None
 
 
 def exchanges(frames: list[tuple[str, Frame]]) -> list[Exchange]:
