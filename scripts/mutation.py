@@ -1,0 +1,383 @@
+"""Automated mutation testing of the reference broker: mutmut 3 mutates its protocol code, the catalogue judges.
+
+One command, from a fresh clone (after ``pip install -e '.[mutation]'``)::
+
+    python scripts/mutation.py [--module broker ...] [--max-children N] [--out DIR] [--limit N]
+
+Every mutant of the protocol modules of ``peers/reference/`` (:data:`PROTOCOL_MODULES`) is run against the
+catalogue on the embedded reference broker (``--broker reference``); the mutants of the modules the router
+mode runs that survive that are run again against ``--broker reference-router`` (the router tables). A
+mutant is **killed** when a case FAILs or ERRORs against it (or its run times out or crashes), **survives**
+when every case passes, and is **uncovered** when no case runs its code. It prints the score per module and
+per table (the table of the first case that killed each mutant), every survivor with its diff and its
+triage (``docs/mutation-triage.toml``), and how long it took; it writes ``DIR/mutation.json`` and
+``DIR/survivors.md``. The score is killed / (all - equivalent): a survivor triaged ``equivalent`` cannot be
+killed by any broker behaviour, so it is left out; ``source-silent`` and ``open`` survivors count against it.
+
+Why mutmut 3: it forks one warmed-up pytest process per mutant and runs only the cases that reach the mutated
+function (it records which test reaches which function once), so the catalogue judges ~2,000 mutants in
+minutes on two cores; cosmic-ray rewrites files on disk and starts the whole catalogue per mutant (about 4 s
+each, hours for the same set). mutmut names modules by path, so the run happens in a work directory that lays
+the sources out under ``amqp_conformance/`` (the import namespace the installed distribution maps them to).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE_FOLDERS = ("peers", "fixtures", "reports", "conformance")
+# the reference broker's protocol code: what a broker under test could get wrong. Left out: sasl.py and
+# server.py (authentication and the socket loop: the catalogue does not judge them, the own tests do),
+# selector.py (a JMS selector evaluator: no source document states a guarantee about selector semantics,
+# the UM rows use a selector only as the "bad selector" provocation; peers/tests/test_um_selector.py tests
+# it), faults.py (the fault switches) and the test doubles (mutants.py, router_mutants.py, fault_variants.py).
+PROTOCOL_MODULES = ("broker", "guard", "outcomes", "store", "router", "um_rules", "transactions", "acl",
+                    "policed")
+# the modules the router mode runs: their survivors against the broker are run again against the router
+ROUTER_MODULES = ("router", "broker", "outcomes", "store")
+TRIAGE_DIR = REPO / "docs" / "mutation-triage"  # one <module>.toml a module, so work on modules never collides
+TRIAGE_CATEGORIES = {
+    "equivalent": "no broker behaviour differs: no row can kill it (left out of the score)",
+    "source-silent": "the behaviour differs where the sources leave it open (cited): counted as a survivor",
+    "open": "a real gap: a row should kill it (named): counted as a survivor",
+}
+KILLED_STATUSES = {"killed", "timeout", "segfault", "suspicious"}
+RECORDER_MODULE = "amqp_mutation_recorder"  # a pytest plugin (-p) on mutmut's sys.path
+RECORDER = '''"""Written by scripts/mutation.py: records which case killed which mutant (the first failing case).
+
+While mutmut collects its stats (which case reaches which function), the functions reached by the time the
+first case is set up (the session-scoped broker starting: constructors, configuration) are credited to every
+case: mutmut would credit them to the first case alone and judge their mutants with that one case.
+"""
+import json
+import os
+
+import pytest
+
+_ITEMS = []
+_AT_SESSION_START = set()
+
+
+def _collecting_stats():
+    return os.environ.get("MUTANT_UNDER_TEST") == "stats"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    _ITEMS[:] = [item.nodeid for item in items]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield
+    if _collecting_stats() and _ITEMS and item.nodeid == _ITEMS[0]:
+        from mutmut.state import state
+        _AT_SESSION_START.update(state()._stats)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not (_collecting_stats() and _AT_SESSION_START):
+        return
+    from mutmut.state import state
+    from mutmut.utils.format_utils import strip_prefix
+    every = {strip_prefix(nodeid, prefix="mutants/") for nodeid in _ITEMS}
+    for function in _AT_SESSION_START:
+        state().tests_by_mangled_function_name[function].update(every)
+
+
+def pytest_runtest_logreport(report):
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    path = os.environ.get("AMQP_MUTATION_KILLS")
+    if report.failed and path and "__mutmut_" in mutant:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"mutant": mutant, "case": report.nodeid}) + "\\n")
+'''
+
+
+class TriageError(ValueError):
+    """The triage file is malformed; the message names the entry and the field."""
+
+
+@dataclass
+class MutantResult:
+    """One mutant: its name, module, status after every run, the case that killed it, and its triage."""
+
+    name: str
+    module: str
+    status: str
+    killed_by: str | None = None
+    triage: dict[str, str] | None = None
+    diff: str = ""
+
+    @property
+    def killed(self) -> bool:
+        """True when some case FAILed or ERRORed against it, or its run timed out or crashed."""
+        return self.status in KILLED_STATUSES
+
+
+@dataclass
+class Score:
+    """Counts over a set of mutants and the score: killed / (all - equivalent)."""
+
+    total: int = 0
+    killed: int = 0
+    equivalent: int = 0
+    survivors: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        """The fraction of the non-equivalent mutants killed (1.0 when there are none)."""
+        counted = self.total - self.equivalent
+        return self.killed / counted if counted else 1.0
+
+
+def module_of(mutant: str) -> str:
+    """``amqp_conformance.peers.reference.broker.xǁBrokerǁf__mutmut_3`` -> ``broker``."""
+    return mutant.split(".")[3]
+
+
+def table_of(case: str) -> str:
+    """The table of a pytest node id of the catalogue (``test_core.py::test_case[core.outcomes/x:core]``)."""
+    match = re.search(r"\[([^/\]]+)/", case)
+    return match.group(1) if match else case
+
+
+def load_triage(directory: Path = TRIAGE_DIR) -> dict[str, dict[str, str]]:
+    """The triaged survivors by mutant name, from every ``<module>.toml`` of ``directory``; raises
+    :class:`TriageError` naming a malformed entry (or one filed under another module's file)."""
+    triage: dict[str, dict[str, str]] = {}
+    for path in sorted(directory.glob("*.toml")):
+        triage.update(_load_triage_file(path, triage))
+    return triage
+
+
+def _load_triage_file(path: Path, seen: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    try:
+        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("mutant", [])
+    except tomllib.TOMLDecodeError as exc:
+        raise TriageError(f"{path.name}: not TOML: {exc}") from exc
+    triage: dict[str, dict[str, str]] = {}
+    for index, entry in enumerate(entries):
+        where = f"{path.name}: [[mutant]] #{index + 1}"
+        unknown = set(entry) - {"name", "category", "reason"}
+        if unknown:
+            raise TriageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (known: name, category, reason)")
+        for key in ("name", "category", "reason"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise TriageError(f"{where}: '{key}' must be a non-empty string")
+        if entry["category"] not in TRIAGE_CATEGORIES:
+            raise TriageError(f"{where} ({entry['name']}): unknown category {entry['category']!r} "
+                              f"(known: {', '.join(TRIAGE_CATEGORIES)})")
+        if "__mutmut_" not in entry["name"] or entry["name"].count(".") < 4:
+            raise TriageError(f"{where}: {entry['name']!r} is not a mutmut mutant name")
+        if module_of(entry["name"]) != path.stem:
+            raise TriageError(f"{where}: {entry['name']} is a mutant of {module_of(entry['name'])}.py, "
+                              f"filed in {path.name}")
+        if entry["name"] in triage or entry["name"] in seen:
+            raise TriageError(f"{where}: {entry['name']} is triaged twice")
+        triage[entry["name"]] = entry
+    return triage
+
+
+def score(results: list[MutantResult]) -> Score:
+    """Counts and score over ``results``: equivalent survivors left out, every other survivor counted."""
+    counts = Score(total=len(results))
+    for result in results:
+        if result.killed:
+            counts.killed += 1
+        elif result.triage and result.triage["category"] == "equivalent":
+            counts.equivalent += 1
+        else:
+            counts.survivors.append(result.name)
+    return counts
+
+
+def stale_triage(triage: dict[str, dict[str, str]], results: list[MutantResult]) -> list[str]:
+    """Triaged names that are no longer surviving mutants of the modules run (killed now, or renamed)."""
+    run_modules = {r.module for r in results}
+    surviving = {r.name for r in results if not r.killed}
+    return sorted(name for name in triage if module_of(name) in run_modules and name not in surviving)
+
+
+# -- the run ------------------------------------------------------------------------------------------
+
+
+def build_workdir(workdir: Path, modules: list[str], broker: str) -> None:
+    """Lay the sources out under ``workdir/amqp_conformance/`` with mutmut's configuration and the recorder."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    package = workdir / "amqp_conformance"
+    for folder in PACKAGE_FOLDERS:
+        shutil.copytree(REPO / folder, package / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "tests", "*.pyc"))
+    sources = [f"amqp_conformance/peers/reference/{m}.py" for m in modules]
+    config = {
+        "source_paths": sources,
+        "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py"],
+        "pytest_add_cli_args_test_selection": ["amqp_conformance/conformance/"],
+        "pytest_add_cli_args": ["--broker", broker, "-p", RECORDER_MODULE, "-p", "no:cacheprovider",
+                                "--import-mode=importlib",
+                                "--case-timeout", "2"],
+    }
+    lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
+    (workdir / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (workdir / f"{RECORDER_MODULE}.py").write_text(RECORDER, encoding="utf-8")
+
+
+def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2) -> None:
+    """Run ``mutmut run`` in ``workdir`` (only ``names`` when given), its progress passed through."""
+    env = dict(os.environ, AMQP_MUTATION_KILLS=str(kills))
+    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *(names or [])]
+    completed = subprocess.run(command, cwd=workdir, env=env, check=False)
+    if completed.returncode not in (0, 1):
+        raise SystemExit(f"mutation: mutmut run failed in {workdir} (exit {completed.returncode}); "
+                         f"see its output above")
+
+
+def read_statuses(workdir: Path) -> dict[str, str]:
+    """Every mutant's status from mutmut's ``.meta`` files, in mutmut's own words."""
+    from mutmut.stats import status_by_exit_code
+
+    statuses = {}
+    for meta in (workdir / "mutants").rglob("*.meta"):
+        for name, code in json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"].items():
+            statuses[name] = status_by_exit_code[code]
+    return statuses
+
+
+def read_kills(kills: Path) -> dict[str, str]:
+    """The first case that failed against each mutant."""
+    first: dict[str, str] = {}
+    if kills.exists():
+        for line in kills.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            first.setdefault(record["mutant"], record["case"])
+    return first
+
+
+def diff_of(workdir: Path, name: str) -> str:
+    """The mutant's diff as ``mutmut show`` prints it (its mutated function against the original)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    previous = Path.cwd()
+    os.chdir(workdir)
+    try:
+        return get_diff_for_mutant(name, path=f"amqp_conformance/peers/reference/{module_of(name)}.py")
+    finally:
+        os.chdir(previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the mutation test and print its figures; exit 1 when a survivor is untriaged or below 90 %."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", action="append", choices=PROTOCOL_MODULES,
+                        help="mutate only this module of peers/reference (repeatable; default: all protocol code)")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants run at once")
+    parser.add_argument("--out", type=Path, default=REPO / "mutation-results", help="where the results go")
+    parser.add_argument("--workdir", type=Path, default=REPO / ".mutation", help="mutmut's work directory")
+    parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    args = parser.parse_args(argv)
+    try:
+        triage = load_triage()
+    except TriageError as exc:
+        print(f"mutation: {exc}", file=sys.stderr)
+        return 2
+    modules = args.module or list(PROTOCOL_MODULES)
+    started = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    kills = args.out / "kills.jsonl"
+    broker_dir = args.workdir / "reference"
+    router_dir = args.workdir / "reference-router"
+    if args.report_only:
+        if not (broker_dir / "mutants").is_dir():
+            print(f"mutation: no run kept in {args.workdir}; run without --report-only first", file=sys.stderr)
+            return 2
+    else:
+        kills.unlink(missing_ok=True)
+        print(f"== mutation: mutmut over {', '.join(modules)}; the catalogue against the reference broker",
+              flush=True)
+        build_workdir(broker_dir, modules, "reference")
+        run_mutmut(broker_dir, kills, max_children=args.max_children)
+    statuses = {n: s for n, s in read_statuses(broker_dir).items() if module_of(n) in modules}
+    workdirs = {name: broker_dir for name in statuses}
+
+    router_modules = [m for m in modules if m in ROUTER_MODULES]
+    again = [n for n, s in statuses.items() if module_of(n) in router_modules and s not in KILLED_STATUSES]
+    if again and not args.report_only:
+        print(f"\n== mutation: {len(again)} survivors of {', '.join(router_modules)} against the reference "
+              f"router", flush=True)
+        build_workdir(router_dir, router_modules, "reference-router")
+        run_mutmut(router_dir, kills, names=again, max_children=args.max_children)
+    if again and (router_dir / "mutants").is_dir():
+        for name, status in read_statuses(router_dir).items():
+            if name in again and status != "not checked":
+                if status in KILLED_STATUSES or statuses[name] == "no tests":
+                    statuses[name] = status
+                    workdirs[name] = router_dir
+    first_kill = read_kills(kills)
+    results = [MutantResult(name, module_of(name), status, first_kill.get(name), triage.get(name))
+               for name, status in sorted(statuses.items())]
+    for result in results:
+        if not result.killed:
+            result.diff = diff_of(workdirs[result.name], result.name)
+    elapsed = time.monotonic() - started
+    return report(results, triage, elapsed, args.out, args.target)
+
+
+def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elapsed: float, out: Path,
+           target: float) -> int:
+    """Print the figures, write ``mutation.json`` and ``survivors.md``; 1 when untriaged or below target."""
+    overall = score(results)
+    by_module: dict[str, list[MutantResult]] = defaultdict(list)
+    for result in results:
+        by_module[result.module].append(result)
+    print(f"\n== mutation score: {overall.killed} killed of {overall.total} mutants, {overall.equivalent} "
+          f"equivalent, {len(overall.survivors)} surviving: {overall.score:.1%} (target {target:.0%}); "
+          f"{elapsed:.0f} s")
+    print(f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'surv.':>8}{'score':>8}")
+    for module, members in sorted(by_module.items()):
+        counts = score(members)
+        print(f"{module:<14}{counts.total:>8}{counts.killed:>8}{counts.equivalent:>8}{len(counts.survivors):>8}"
+              f"{counts.score:>8.1%}")
+    tables = Counter(table_of(r.killed_by) for r in results if r.killed and r.killed_by)
+    unattributed = sum(1 for r in results if r.killed and not r.killed_by)
+    print("\nkilled first by table: " + ", ".join(f"{t} {n}" for t, n in tables.most_common())
+          + (f", a time-out or crash {unattributed}" if unattributed else ""))
+    untriaged = [r for r in results if not r.killed and not r.triage]
+    by_category = Counter(r.triage["category"] for r in results if not r.killed and r.triage)
+    print(f"survivors: {len(untriaged)} untriaged, "
+          + ", ".join(f"{n} {c}" for c, n in sorted(by_category.items())))
+    stale = stale_triage(triage, results)
+    if stale:
+        print(f"stale triage entries (no longer surviving): {', '.join(stale)}")
+    (out / "mutation.json").write_text(json.dumps({
+        "elapsed_s": round(elapsed, 1), "total": overall.total, "killed": overall.killed,
+        "equivalent": overall.equivalent, "score": round(overall.score, 4), "stale_triage": stale,
+        "mutants": [{"name": r.name, "module": r.module, "status": r.status, "killed_by": r.killed_by,
+                     "triage": r.triage and r.triage["category"]} for r in results],
+    }, indent=1) + "\n", encoding="utf-8")
+    survivors = [r for r in results if not r.killed]
+    text = ["# Surviving mutants", ""]
+    for r in survivors:
+        verdict = f"{r.triage['category']}: {r.triage['reason']}" if r.triage else "UNTRIAGED"
+        text += [f"## {r.name} ({r.status})", "", verdict, "", "```diff", r.diff, "```", ""]
+    (out / "survivors.md").write_text("\n".join(text), encoding="utf-8")
+    print(f"results: {out / 'mutation.json'}; survivors with their diffs: {out / 'survivors.md'}")
+    return 0 if overall.score >= target and not untriaged else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
