@@ -1,9 +1,10 @@
 """Router scenario scripts: one producer and several consumers, each on its own connection, through a router.
 
 A row scripts every consumer (``given.consumers``: accept, reject with a condition, release, modify with
-flags and annotations, hold the delivery unsettled, or leave while holding it: detach the link, close the
-connection, drop the socket) and says how the producer sends (pre-settled or not; whole, in two transfer
-frames, or aborted and followed by a whole one). Peers are labelled ``producer``, ``consumer-1``, ...;
+flags and annotations, hold the delivery unsettled, or leave while holding it: detach the link closing it,
+detach it without closing (suspend), close the connection, drop the socket) and says how the producer sends
+(pre-settled or not; whole, one or two messages, in two transfer frames, or aborted and followed by a whole
+one). Peers are labelled ``producer``, ``consumer-1``, ...;
 their frames form the case's one time-ordered log (:meth:`CaseContext.frames`). Addresses are built from
 the profile's anycast and multicast prefixes, so the same rows run against any router.
 
@@ -23,10 +24,10 @@ from proton import Delivery, Message, Receiver, symbol
 from .context import CaseContext, open_session, setup_step
 
 OUTCOME_ACTIONS = {"accept": "accepted", "reject": "rejected", "release": "released", "modify": "modified"}
-LEAVING_ACTIONS = ("detach", "close", "disconnect")
+LEAVING_ACTIONS = ("detach", "suspend", "close", "disconnect")  # suspend: detach with closed=false (2.6.5)
 ACTIONS = (*OUTCOME_ACTIONS, "hold", *LEAVING_ACTIONS)
 ACTION_FIELDS = {"action": str, "condition": str, "description": str, "info": dict, "delivery_failed": bool,
-                 "undeliverable_here": bool, "annotations": dict, "credit": int}
+                 "undeliverable_here": bool, "annotations": dict, "credit": int, "elsewhere": bool}
 ONLY_FOR = {"condition": "reject", "description": "reject", "info": "reject", "delivery_failed": "modify",
             "undeliverable_here": "modify", "annotations": "modify"}
 TERMINAL = ("accepted", "rejected", "released", "modified")
@@ -36,10 +37,12 @@ GIVEN: dict[str, Any] = {
     "address_kind": ("anycast", "multicast"),
     "settlement": ("unsettled", "presettled"),
     "transfer": ("whole", "multi-frame", "aborted"),
+    "messages": (1, 2),  # whole messages the producer sends, m1 then m2 (transfer "whole" only)
     "consumers": None,  # replaced below by check_consumers (a validator)
 }
 # address_kind and consumers have no default: a row that leaves one out fails loading (None is not allowed)
-DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "address_kind": None, "consumers": None}
+DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "messages": 1, "address_kind": None,
+                            "consumers": None}
 OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "producer_error", "producer_modified",
                 "producer_premature", "received", "consumer_settled", "delivered_to", "consumer_detach",
                 "before_credit")
@@ -51,8 +54,10 @@ def check_consumers(value: Any) -> str | None:
     Each entry is a table with ``action`` (one of :data:`ACTIONS`) and, for ``reject``, an optional
     ``condition``, ``description`` and ``info`` (a table of symbol keys: the error's info map); for
     ``modify``, optional ``delivery_failed``, ``undeliverable_here``
-    and ``annotations`` (a table of symbol keys). Any consumer may set ``credit = 0``: it attaches starved of
-    credit and is given credit only when its turn to act comes. An empty list means no consumer at all.
+    and ``annotations`` (a table of symbol keys). Any consumer may set ``credit`` (default
+    :data:`CONSUMER_CREDIT`): the credit it grants when it attaches; 0 means starved, given credit only when
+    its turn to act comes. ``elsewhere = true``: the consumer attaches to another routed address of the same
+    kind (one the producer never sends to), so it must get nothing. An empty list means no consumer at all.
     """
     if value is None:
         return "required: a list of consumer scripts, e.g. [{ action = \"accept\" }] ([] for no consumer)"
@@ -71,8 +76,8 @@ def check_consumers(value: Any) -> str | None:
                 return f"{where}: field {key!r} must be a {ACTION_FIELDS[key].__name__}"
             if key in ONLY_FOR and entry["action"] != ONLY_FOR[key]:
                 return f"{where}: field {key!r} only goes with action {ONLY_FOR[key]!r}"
-            if key == "credit" and item != 0:
-                return f"{where}: credit may only be 0 (starved until its turn; others get {CONSUMER_CREDIT})"
+            if key == "credit" and item < 0:
+                return f"{where}: credit must be 0 or more (0: starved until its turn; default {CONSUMER_CREDIT})"
     return None
 
 
@@ -150,7 +155,7 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     ``received`` (per consumer, the bodies of the whole messages it got), ``consumer_settled`` (per
     consumer, whether the last message arrived settled; null if it never arrived) and ``delivered_to``
     (how many consumers got the last message) and ``consumer_detach`` (per consumer, the router's detach
-    answering the consumer's closing detach, as ``{closed}``; null for a consumer that did not detach) and
+    answering the consumer's detach, closing or not, as ``{closed}``; null for a consumer that did not detach) and
     ``before_credit`` (per consumer, for one attached starved: the bodies it got before it granted credit;
     null for the others).
     """
@@ -160,7 +165,8 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         label = f"consumer-{index}"
         peer, session = open_session(ctx, label)
         credit = script.get("credit", CONSUMER_CREDIT)
-        receiver, _ = setup_step(f"attach {label}", peer.attach_receiver, session, address, credit=credit)
+        where = f"{address}-elsewhere" if script.get("elsewhere") else address
+        receiver, _ = setup_step(f"attach {label}", peer.attach_receiver, session, where, credit=credit)
         consumers.append(Consumer(label, script, peer, receiver))
 
     presettled = given["settlement"] == "presettled"
@@ -175,7 +181,7 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["producer_credit"] = False
     last_id, since, bodies = None, producer.mark(), []
     if observed["producer_credit"]:
-        last_id, bodies = _send(ctx, producer, sender, given["transfer"], presettled)
+        last_id, bodies = _send(ctx, producer, sender, given["transfer"], presettled, given["messages"])
 
     _receive_all(ctx, consumers, len(bodies))
     last = bodies[-1] if bodies else None
@@ -217,11 +223,14 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     return observed
 
 
-def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, presettled: bool) -> tuple[int, list]:
+def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, presettled: bool,
+          messages: int = 1) -> tuple[int, list]:
     """Send the row's message(s); returns the delivery-id of the last one and the bodies consumers may get."""
     if transfer == "whole":
-        _, frame = setup_step("send m1", producer.send, sender, "m1", settled=presettled)
-        return frame.fields["delivery-id"], ["m1"]
+        bodies = [f"m{n}" for n in range(1, messages + 1)]
+        for body in bodies:
+            _, frame = setup_step(f"send {body}", producer.send, sender, body, settled=presettled)
+        return frame.fields["delivery-id"], bodies
     encoded = Message(body="m1").encode()
     half = len(encoded) // 2
     since = producer.mark()
@@ -287,9 +296,9 @@ def _act(ctx: CaseContext, consumer: Consumer, last: Any) -> None:
         condition = (script["condition"], script.get("description"), info) if "condition" in script else None
         consumer.peer.dispose(delivery, OUTCOME_ACTIONS[action], settle=True, condition=condition)
         consumer.peer.pump(timeout=0)
-    elif action == "detach":
+    elif action in ("detach", "suspend"):
         since = consumer.peer.mark()
-        consumer.receiver.close()
+        consumer.receiver.close() if action == "detach" else consumer.receiver.detach()
         answer = setup_step(f"{consumer.label} detach", consumer.peer.expect, "detach", since)
         consumer.detach_answer = {"closed": answer.fields.get("closed")}
     elif action == "close":
