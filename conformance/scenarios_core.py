@@ -45,7 +45,7 @@ CORE_SCENARIOS = (
         given={
             "setup": scripts_errors.SETUPS,
             "frames": FrameList,
-            "provocation": ("none", "withhold-credit"),
+            "provocation": ("none", "withhold-credit", "deny-publish"),
             "shutdown_write": bool,
         },
         defaults={"provocation": "none", "shutdown_write": False},

@@ -83,6 +83,7 @@ class BrokerConnection:
         self._link_names: dict[tuple[int, int], str] = {}  # (channel, handle) -> link name, from attach frames
         self._current_tag: dict[tuple[int, int], bytes] = {}
         self.refused: set[tuple[str, bytes]] = set()  # (link name, tag) answered before it was whole
+        self.credit_due: list[Link] = []  # publishers' links to top up with credit at the end of the read
         self._out = bytearray()
         self.close_after_write = False
         self.engine.listeners.append(self._watch_frame)
@@ -117,10 +118,14 @@ class BrokerConnection:
         self.broker.handle(self)
         self.broker.forget(self)
 
-    def data_to_send(self) -> bytes:
-        """Everything waiting to be written to the client."""
+    def take_output(self) -> None:
+        """Move what proton has to send into the write buffer now (its frames are captured as they leave)."""
         if self.sasl.done:
             self._out += self.engine.data_to_send()
+
+    def data_to_send(self) -> bytes:
+        """Everything waiting to be written to the client."""
+        self.take_output()
         data = bytes(self._out)
         self._out.clear()
         return data
@@ -185,13 +190,25 @@ class Broker(UmRules):
 
     # -- events --------------------------------------------------------------------------------------
 
-    def handle(self, connection: BrokerConnection) -> None:
-        """Act on every pending proton event of ``connection``, then deliver what consumers can take."""
+    def handle(self, connection: BrokerConnection, mid_read: bool = False) -> None:
+        """Act on every pending proton event of ``connection``, then deliver what consumers can take.
+
+        ``mid_read``: more frames of the same read follow; publishers' credit is topped up only at its end,
+        so a burst of transfers is judged against the credit its sender knew of (2.6.7)."""
         for event in connection.engine.events():
             handler = getattr(self, "_on_" + event.type.name.lower(), None)
             if handler is not None:
                 handler(connection, event)
+        if not mid_read:
+            self.top_up(connection)
         self.dispatch()
+
+    def top_up(self, connection: BrokerConnection) -> None:
+        """Give the publishers' links that used half their credit their credit back (PUBLISHER_CREDIT)."""
+        for link in connection.credit_due:
+            if link.credit < PUBLISHER_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
+                link.flow(PUBLISHER_CREDIT - link.credit)
+        connection.credit_due.clear()
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
         conn = event.connection
@@ -320,9 +337,8 @@ class Broker(UmRules):
             self.publish_transactional(delivery, txn_id, address, encoded)  # Accepted/Publishing row 6
         else:
             self._publish(link, delivery, address, encoded, second_key)
-        if link.credit < PUBLISHER_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE \
-                and address not in self.withheld_credit:
-            link.flow(PUBLISHER_CREDIT - link.credit)
+        if address not in self.withheld_credit and link not in connection.credit_due:
+            connection.credit_due.append(link)  # topped up at the end of the read
 
     def _publish(self, link: Link, delivery: Delivery, address: str, encoded: bytes,
                  second_key: tuple[int, str, bytes]) -> None:

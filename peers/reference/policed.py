@@ -74,6 +74,7 @@ class PolicedInput:
         if violation is None:
             self.engine.receive_frame(frame)
             self._learn(frame)
+            self._act()
             return
         if violation.scope != "discard":
             answer = self.connection.broker.answer_violation(violation)
@@ -84,6 +85,14 @@ class PolicedInput:
             self._answer(answer)
             return
         self.engine.capture(frame)
+
+    def _act(self) -> None:
+        """Let the broker act on the frame just passed to proton before the next one is judged, and take
+        proton's answer now: a link the broker detaches (or a session it ends) with an error of its own is
+        then errant for the guard, for input already in flight behind that frame too (2.8.17, 2.5.4). Credit
+        top-ups wait for the end of the read (:meth:`.Broker.handle`)."""
+        self.connection.broker.handle(self.connection, mid_read=True)
+        self.connection.take_output()
 
     def _learn(self, frame: Frame) -> None:
         """Map the peer's channel and handle numbers to the proton objects a begin or attach created."""

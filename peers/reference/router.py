@@ -215,14 +215,14 @@ class Router(Broker):
         delivery = event.delivery
         link = delivery.link
         if link.is_receiver and self.kind_of(link.remote_target.address) is not None:
-            self._on_routed_publish(delivery)
+            self._on_routed_publish(connection, delivery)
         elif link.is_sender and (id(connection), link.name) in self.routed:
             if delivery.updated:
                 self._on_routed_disposition(self.routed[(id(connection), link.name)], delivery)
         else:
             super()._on_pn_delivery(connection, event)
 
-    def _on_routed_publish(self, delivery: Delivery) -> None:
+    def _on_routed_publish(self, connection: BrokerConnection, delivery: Delivery) -> None:
         link = delivery.link
         if delivery.aborted:
             delivery.settle()  # an aborted message is discarded (004): nothing was forwarded, nothing is
@@ -232,8 +232,8 @@ class Router(Broker):
             encoded = link.recv(delivery.pending)
             link.advance()
             self.route(delivery, link.remote_target.address, encoded)
-        if link.credit < PUBLISHER_CREDIT // 2:
-            link.flow(PUBLISHER_CREDIT - link.credit)
+        if link not in connection.credit_due:
+            connection.credit_due.append(link)  # topped up at the end of the read (Broker.top_up)
 
     def route(self, delivery: Delivery, address: str, encoded: bytes) -> None:
         """Forward one whole message from a producer to the consumers of ``address`` (see module docstring)."""
