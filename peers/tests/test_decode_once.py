@@ -70,17 +70,25 @@ def test_each_inbound_frame_is_decoded_once_and_both_captures_agree(decodes):
     sender = session.sender("publisher")
     sender.target.address = "decode.once"
     sender.open()
-    per_chunk: list[tuple[int, int]] = []  # (non-header frames in the chunk, Data.decode calls handling it)
+    # (frames handled: the chunk's non-header frames plus the broker's answers taken while it acted on them,
+    # Data.decode calls while handling the chunk): the broker acts on each frame before judging the next and
+    # captures its answers then (each decoded once too)
+    per_chunk: list[tuple[int, int]] = []
+
+    def answers() -> int:
+        return sum(1 for f in server.engine.frames if f.direction == "out" and not f.performative.endswith("-header"))
 
     def receive(chunk: bytes) -> None:
         frames = [f for f in FrameSplitter("in").feed(chunk) if not f.performative.endswith("-header")]
+        answers_before = answers()
         calls[0] = 0
         counting[0] = True
         try:
             server.receive_data(chunk)
         finally:
             counting[0] = False
-        per_chunk.append((len(frames), calls[0]))
+        answered = answers() - answers_before
+        per_chunk.append((len(frames) + answered, calls[0]))
 
     pump(client, server, receive)
     assert sender.credit > 0
