@@ -1,7 +1,8 @@
 """The reference broker's input path after SASL: every frame is judged by the guard before proton sees it.
 
 :class:`PolicedInput` splits the bytes into frames, asks :class:`~.guard.ProtocolGuard` about each, gives
-the good ones to proton one by one, and answers each violation the way the specification names, through
+the good ones to proton one by one (the broker acts on each before the next is judged, so an error it raises
+of its own accord governs the input behind it), and answers each violation the way the specification names, through
 proton's API (so proton writes the close, end or detach and its state stays consistent):
 
 - a bad protocol header: our own header, then the socket is closed (2.2);
