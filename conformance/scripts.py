@@ -7,7 +7,7 @@ them with the row; :mod:`amqp_conformance.fixtures.verdict` does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame, described, encode_frame
@@ -97,26 +97,37 @@ def publish_setup(ctx: CaseContext, peer: ScriptedPeer, session: Session, bodies
     sender.close()
 
 
-def collect(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[Any]:
-    """Receive (accept and settle) every message that arrives before the quiet time passes; their bodies."""
-    bodies = []
+def each_received(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> Iterator[Any]:
+    """Every message that arrives before the quiet time passes, one at a time; each is accepted and settled
+    once the caller has read it."""
     while True:
         try:
             received = peer.receive(receiver, peer.mark(), timeout=ctx.quiet)
         except ExpectationFailed:
-            return bodies
-        bodies.append(body_of(received.message))
+            return
+        yield received
         peer.dispose(received.delivery, "accepted", settle=True)
 
 
-def remaining_on_node(ctx: CaseContext) -> list[Any]:
-    """What a fresh, non-durable consumer of the case's node receives now (the messages still stored); it
-    watches for at least the row's ``watch`` seconds, so a message put back late is seen too."""
+def collect(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[Any]:
+    """Receive (accept and settle) every message that arrives before the quiet time passes; their bodies."""
+    return [body_of(received.message) for received in each_received(ctx, peer, receiver)]
+
+
+def inspect_node(ctx: CaseContext, seen: Callable[[Any], Any]) -> list[Any]:
+    """``seen(received)`` of each message a fresh, non-durable consumer of the case's node receives now (the
+    messages still stored); it watches for at least the row's ``watch`` seconds, so a message put back late
+    is seen too."""
     peer, session = open_session(ctx, "inspector", min_watch=ctx.watch)  # the row's bounded watch, by the clock
     receiver, _ = setup_step("attach inspector", peer.attach_receiver, session, ctx.node, credit=20)
-    bodies = collect(ctx, peer, receiver)
+    found = [seen(received) for received in each_received(ctx, peer, receiver)]
     peer.close()
-    return bodies
+    return found
+
+
+def remaining_on_node(ctx: CaseContext) -> list[Any]:
+    """The bodies of the messages still stored on the case's node (:func:`inspect_node`)."""
+    return inspect_node(ctx, lambda received: body_of(received.message))
 
 
 def send_in_two_frames(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, body: str, tag: bytes, since: int,

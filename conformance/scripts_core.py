@@ -20,7 +20,7 @@ from amqp_conformance.peers.rawframes import RawContext, frame_bytes
 from proton import Condition, Delivery, Message, Receiver, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
-from .scripts import _our_channel, link_fate, remaining_on_node
+from .scripts import _our_channel, inspect_node, link_fate, remaining_on_node
 from .sections import message_fields
 
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received", "none")
@@ -227,20 +227,9 @@ def answers_to(dispositions: list[dict], deliveries: list[ReceivedDelivery]) -> 
 
 
 def remaining_messages(ctx: CaseContext) -> list[dict[str, Any]]:
-    """What a fresh, non-durable consumer of the case's node receives now, each message field by field
-    (:func:`message_seen`); it watches for at least the row's ``watch`` seconds, like ``remaining_on_node``."""
-    peer, session = open_session(ctx, "inspector", min_watch=ctx.watch)
-    receiver, _ = setup_step("attach inspector", peer.attach_receiver, session, ctx.node, credit=20)
-    seen = []
-    while True:
-        try:
-            received = peer.receive(receiver, peer.mark(), timeout=ctx.quiet)
-        except ExpectationFailed:
-            break
-        seen.append(message_seen(received))
-        peer.dispose(received.delivery, "accepted", settle=True)
-    peer.close()
-    return seen
+    """The messages still stored on the case's node, each field by field (:func:`message_seen`,
+    :func:`.scripts.inspect_node`)."""
+    return inspect_node(ctx, message_seen)
 
 
 def settled_offsets(dispositions: list[dict], deliveries: list[ReceivedDelivery]) -> list[int]:

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from amqp_conformance.peers.peer import ScriptedPeer
 from amqp_conformance.peers.sections import message_sections
 from amqp_conformance.peers.transactions import (
     attach_coordinator,
@@ -29,6 +29,7 @@ from .scripts import (
     body_of,
     disposition_covers,
     disposition_seen,
+    each_received,
     publish_setup,
     remaining_on_node,
     send_in_two_frames,
@@ -378,11 +379,5 @@ def full_message(body: str) -> Message:
 def collect_with_sections(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[tuple[Any, dict]]:
     """Like :func:`collect` (accept and settle all that arrives before the quiet time), with each message's
     sections as its transfer carried them (:func:`message_sections`: AMQP types kept)."""
-    received_all = []
-    while True:
-        try:
-            received = peer.receive(receiver, peer.mark(), timeout=ctx.quiet)
-        except ExpectationFailed:
-            return received_all
-        received_all.append((body_of(received.message), message_sections(received.transfer.payload)))
-        peer.dispose(received.delivery, "accepted", settle=True)
+    return [(body_of(received.message), message_sections(received.transfer.payload))
+            for received in each_received(ctx, peer, receiver)]

@@ -1,6 +1,6 @@
 """Automated mutation testing of the reference broker: mutmut 3 mutates its protocol code, the catalogue judges.
 
-One command, from a fresh clone (after ``pip install -e '.[mutation]'``)::
+One command, from a fresh clone (after ``pip install -e '.[dev]'``, which brings mutmut)::
 
     python scripts/mutation.py [--module broker ...] [--max-children N] [--out DIR] [--limit N]
 
