@@ -47,9 +47,10 @@ CORE_SCENARIOS = (
             "frames": FrameList,
             "provocation": ("none", "withhold-credit", "deny-publish"),
             "shutdown_write": bool,
+            "attach": dict,
         },
-        defaults={"provocation": "none", "shutdown_write": False},
-        observations=("answer", "then", "header", "socket", "alive"),
+        defaults={"provocation": "none", "shutdown_write": False, "attach": {}},
+        observations=("answer", "then", "header", "socket", "alive", "sent", "opened", "states"),
     ),
     Scenario(
         "consume", scripts_core.run_consume,

@@ -1,25 +1,29 @@
 """The raw-frame scenario: set a connection up to a given point, write a row's frames verbatim, observe the answer.
 
 One generic script for every bad-input row of ``core.errors``: the row gives the frames as data
-(:mod:`amqp_conformance.peers.rawframes`) and the point they are written at; the script observes the
-broker's first close, end or detach (``answer``), the protocol header it answered with (``header``),
-whether it closed the socket (``socket``) and whether the connection still works afterwards (``alive``).
+(:mod:`amqp_conformance.peers.rawframes`) and the point they are written at; the script observes the broker's first
+close, end or detach (``answer``), the protocol header it answered with (``header``), whether it closed the socket
+(``socket``) and whether the connection still works afterwards (``alive``). A row that names ``states`` gets the
+delivery state the broker gave each delivery-id; one that names ``sent`` gets everything the broker sent after the
+row's frames, in order, up to the socket's close or a quiet time after the broker's close (so "a header and nothing
+else", 2.2, or "nothing after close", 2.4.3, can be asserted); ``opened`` is the open the broker sent after them
+(the open before an early close).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from amqp_conformance.peers.frames import Frame, described, encode_frame
+from amqp_conformance.peers.frames import FRAME_TYPE_SASL, SASL_HEADER, Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
 from amqp_conformance.peers.rawframes import FrameSpecError, RawContext, frame_bytes
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
-from proton import uint
+from proton import symbol, uint
 
 from .context import CaseContext, SetupFailed, setup_step
 from .scripts_core import wait_for
 
-SETUPS = ("none", "header", "open", "session", "sender", "sender-second", "receiver")
+SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
 ENDINGS = ("close", "end", "detach")
 MAX_RAW_FRAME = 16 * 1024 * 1024
 
@@ -53,13 +57,15 @@ def _first(frames: list[Frame], since: int, names: tuple[str, ...]) -> Frame | N
 def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
     """Connect and go as far as ``given.setup``; returns the peer (raw from now on) and the placeholders."""
     setup = given["setup"]
-    if setup == "none":
+    if setup in ("none", "sasl"):
         peer = setup_step("connect", RawSocket, ctx.address, "raw", ctx.timeout)
         ctx.peers.append(peer)
-        return peer, RawContext()
+        if setup == "sasl":
+            _sasl_exchange(ctx, peer)
+        return peer, RawContext(node=ctx.node)
     peer = setup_step("connect", RawModePeer.connect, ctx.address, timeout=ctx.timeout, quiet=ctx.quiet, label="raw")
     ctx.peers.append(peer)
-    raw = RawContext()
+    raw = RawContext(node=ctx.node)
     if setup == "header":
         if not peer.pump(lambda: peer.find("amqp-header") is not None):
             raise SetupFailed("set-up step 'protocol header' failed: the broker sent no AMQP header")
@@ -90,7 +96,60 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
             receiver, _ = setup_step("attach receiver", peer.attach_receiver, session, ctx.node)
             raw.handle = peer.handle_of(receiver)
     peer.go_raw()
+    if setup == "raw-sender":
+        _attach_raw_sender(ctx, peer, raw, given["attach"])
     return peer, raw
+
+
+def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dict[str, Any]) -> None:
+    """Attach a sending link in raw mode (handle 0, to the case's node; ``attach`` adds or replaces fields,
+    e.g. an initial-delivery-count proton would not send) and wait for the broker's attach and its credit."""
+    fields = {"name": f"raw-sender-{ctx.node}", "handle": 0, "role": "sender", "initial-delivery-count": 0,
+              "target": {"@type": "target", "address": "$node"}, **attach}
+    since = peer.mark()
+    try:
+        peer.send_raw(frame_bytes({"performative": "attach", "fields": fields}, raw))
+    except (FrameSpecError, OverflowError, ValueError) as exc:
+        raise SetupFailed(f"the row's attach cannot be built: {exc}") from None
+    raw.handle = fields["handle"]
+
+    def credited() -> Frame | None:
+        flows = [f for f in peer.frames[since:] if f.direction == "in" and f.performative == "flow"
+                 and (f.fields.get("link-credit") or 0) > 0]
+        return flows[-1] if flows else None
+
+    if not peer.pump(lambda: _first(peer.frames, since, ("attach",)) is not None):
+        raise SetupFailed("set-up step 'attach sender (raw)' failed: the broker sent no attach")
+    if not peer.pump(lambda: credited() is not None):
+        raise SetupFailed("set-up step 'wait for credit' failed: the broker granted the raw sender no credit")
+    raw.credit = credited().fields["link-credit"]
+
+
+def _sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
+    """Authenticate in raw mode (AMQP 1.0 5.3.2): SASL header, PLAIN with the URL's user or else ANONYMOUS,
+    outcome ok. The next bytes written are where the AMQP protocol header belongs."""
+    since = peer.mark()
+    peer.send_raw(SASL_HEADER)
+    if not peer.pump(lambda: _first(peer.frames, since, ("sasl-mechanisms",)) is not None):
+        raise SetupFailed("set-up step 'SASL' failed: the broker sent no sasl-mechanisms after the SASL header")
+    offered = _first(peer.frames, since, ("sasl-mechanisms",)).fields.get("sasl-server-mechanisms")
+    offered = [str(m) for m in (offered if isinstance(offered, (list, tuple)) else [offered])]
+    address = ctx.address
+    if address.user is not None and "PLAIN" in offered:
+        init = described("sasl-init", mechanism=symbol("PLAIN"),
+                         initial_response=f"\0{address.user}\0{address.password or ''}".encode())
+    elif "ANONYMOUS" in offered:
+        init = described("sasl-init", mechanism=symbol("ANONYMOUS"))
+    else:
+        raise SetupFailed(f"set-up step 'SASL' failed: the broker offers {offered}; raw mode can do PLAIN (give "
+                          f"user:password in the URL) or ANONYMOUS")
+    since = peer.mark()
+    peer.send_raw(encode_frame(init, frame_type=FRAME_TYPE_SASL))
+    if not peer.pump(lambda: _first(peer.frames, since, ("sasl-outcome",)) is not None):
+        raise SetupFailed("set-up step 'SASL' failed: the broker sent no sasl-outcome")
+    code = _first(peer.frames, since, ("sasl-outcome",)).fields.get("code")
+    if code != 0:
+        raise SetupFailed(f"set-up step 'SASL' failed: sasl-outcome code {code} (authentication refused)")
 
 
 def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +175,7 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     def ended() -> bool:
         return peer.eof or _first(peer.frames, since, ENDINGS) is not None
 
-    if given["setup"] == "none" or "socket" in ctx.expected:
+    if given["setup"] in ("none", "sasl") or "socket" in ctx.expected:
         peer.pump(lambda: peer.eof, ctx.timeout)  # the row is about what happens up to the socket's close
     else:
         peer.pump(ended, wait_for(ctx, "answer"))
@@ -131,9 +190,41 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.pump(lambda: _first(peer.frames, after, ENDINGS) is not None,
                   wait_for(ctx, "then") if "then" in ctx.expected else 0.05)
         observed["then"] = answer_of(_first(peer.frames, after, ENDINGS))
+    if "sent" in ctx.expected:
+        # the answer was waited for above; now the quiet time more (or up to the socket's close) for anything
+        # after it: a broker may rightly keep the socket open for our close (2.4.3)
+        peer.pump(lambda: peer.eof, ctx.quiet)
+        observed["sent"] = [frame.performative for frame in peer.frames[since:] if frame.direction == "in"
+                            and frame.performative not in ("socket-error", "empty")]
+    if "states" in ctx.expected:
+        observed["states"] = _states(ctx, peer, since)
+    opened = _first(peer.frames, since, ("open",))
+    observed["opened"] = dict(opened.fields) if opened is not None else None
     observed["socket"] = "closed" if peer.eof else "open"
-    observed["alive"] = _alive(ctx, peer, raw, answer) if given["setup"] not in ("none", "header") else None
+    observed["alive"] = _alive(ctx, peer, raw, answer) if given["setup"] not in ("none", "sasl", "header") else None
     return observed
+
+
+def _states(ctx: CaseContext, peer: Any, since: int) -> dict[str, Any]:
+    """The delivery state the broker last gave each of our deliveries after the row's frames (its dispositions,
+    role receiver), by delivery-id as text: the state's type name, or None for a disposition without one.
+    Waits until every delivery-id the row names has one (or the time-out)."""
+    wanted = ctx.expected.get("states")
+    names = [k for k in wanted if not k.startswith("@")] if isinstance(wanted, dict) else []
+
+    def states() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for frame in peer.frames[since:]:
+            fields = frame.fields
+            if frame.direction == "in" and frame.performative == "disposition" and fields.get("role") == "receiver":
+                last = fields.get("last") if fields.get("last") is not None else fields.get("first")
+                state = fields.get("state")
+                for delivery_id in range(fields.get("first"), last + 1):
+                    seen[str(delivery_id)] = state.get("@type") if isinstance(state, dict) else state
+        return seen
+
+    peer.pump(lambda: all(name in states() for name in names), ctx.timeout)
+    return states()
 
 
 def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None) -> bool:

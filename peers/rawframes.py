@@ -18,10 +18,11 @@ specification. A frame specification is a dict (a TOML inline table):
   many times), ``subject`` (the field names this frame breaks on purpose: every other field is well-formed,
   checked by ``peers/tests/test_raw_wellformed.py``).
 
-Strings starting with ``$`` are placeholders resolved from a :class:`RawContext` (``$channel``,
-``$handle``, ``$delivery-id``: the next delivery-id of the session, taken once per use, ``$tag``: a fresh
-delivery tag, ``$credit``: the link credit the broker granted, ``$max-frame-size``, ``$channel-max``,
-``$handle-max``). Nothing here is a codec: every value is encoded by ``proton.Data``.
+Strings starting with ``$`` are placeholders resolved from a :class:`RawContext` (``$channel``, ``$handle``,
+``$delivery-id``: the next delivery-id of the session, taken once per use, ``$tag``: a fresh delivery tag,
+``$credit``: the link credit the broker granted, ``$node``: the case's node address, ``$max-frame-size``,
+``$channel-max``, ``$handle-max``; ``$<number>+1``: one more, e.g. ``$handle+1``). Nothing here is a codec: every
+value is encoded by ``proton.Data``.
 """
 
 from __future__ import annotations
@@ -104,30 +105,28 @@ class RawContext:
     handle: int = 0
     credit: int = 0
     next_delivery_id: int = 0
+    node: str = ""  # the case's node address (a target or source address)
     limits: dict[str, int] = field(default_factory=dict)  # "max-frame-size", "channel-max", "handle-max"
     _tags: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def resolve(self, name: str) -> Any:
-        """The value of placeholder ``name`` (``$delivery-id`` and ``$tag`` advance on each use)."""
+        """The value of placeholder ``name`` (``$delivery-id`` and ``$tag`` advance on each use; ``$<name>+1`` is
+        one more than a numeric placeholder, e.g. ``$handle+1`` for a second link, ``$channel-max+1``)."""
         key = name[1:]
-        if key == "channel":
-            return self.channel
-        if key == "handle":
-            return self.handle
-        if key == "credit":
-            return self.credit
         if key == "delivery-id":
             value = self.next_delivery_id
             self.next_delivery_id += 1
             return value
         if key == "tag":
             return f"raw-{next(self._tags)}".encode()
-        if key in self.limits:
-            return self.limits[key]
-        if key.endswith("+1") and key[:-2] in self.limits:
-            return self.limits[key[:-2]] + 1
-        raise FrameSpecError(f"unknown placeholder {name!r} (known: $channel, $handle, $credit, $delivery-id, "
-                             f"$tag, {', '.join('$' + k for k in self.limits)}, and $<limit>+1)")
+        plain: dict[str, Any] = {"channel": self.channel, "handle": self.handle, "credit": self.credit,
+                                 "node": self.node, **self.limits}
+        if key in plain:
+            return plain[key]
+        if key.endswith("+1") and isinstance(plain.get(key[:-2]), int):
+            return plain[key[:-2]] + 1
+        raise FrameSpecError(f"unknown placeholder {name!r} (known: $delivery-id, $tag, "
+                             f"{', '.join('$' + k for k in plain)}, and $<number>+1)")
 
 
 def _value(value: Any, ctx: RawContext, field_name: str | None = None, owner: str | None = None) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import recvtime
 from .address import BrokerAddress
-from .frames import Frame, FrameSplitter, FramingError
+from .frames import Frame, FrameSplitter, FramingError, redact_frame
 from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, wait_readable, watch_socket
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
@@ -130,7 +130,7 @@ class RawSocket:
         except FramingError:
             frames = [Frame("out", 0, -1, "raw-bytes", {"note": "not valid framing"}, b"", data)]
             self._out = FrameSplitter("out")
-        self.frames.extend(frames)
+        self.frames.extend(redact_frame(frame) for frame in frames)  # a raw sasl-init's password never kept
         try:
             self._sock.settimeout(self.timeout)  # blocking with a time-out: a partial write is finished, not repeated
             self._sock.sendall(data)
