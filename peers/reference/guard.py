@@ -224,7 +224,10 @@ class ProtocolGuard:
             del session.links[handle]
             return None
         if name == "flow":
-            if link.peer_role == "sender" and fields.get("delivery-count") is not None:
+            if link.peer_role == "sender":
+                if fields.get("delivery-count") is None:
+                    return Violation("link", "amqp:invalid-field", f"a flow from the sending end of link "
+                                     f"{link.name!r} without its delivery-count (2.7.4: MUST be set)", channel, handle)
                 link.delivery_count = fields["delivery-count"]
             return None
         return self._check_transfer(link, channel, handle, fields)
