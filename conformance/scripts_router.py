@@ -25,7 +25,7 @@ from .context import CaseContext, open_session, setup_step
 
 OUTCOME_ACTIONS = {"accept": "accepted", "reject": "rejected", "release": "released", "modify": "modified"}
 LEAVING_ACTIONS = ("detach", "suspend", "close", "disconnect")  # suspend: detach with closed=false (2.6.5)
-ACTIONS = (*OUTCOME_ACTIONS, "hold", *LEAVING_ACTIONS)
+ACTIONS = (*OUTCOME_ACTIONS, "settle", "hold", *LEAVING_ACTIONS)  # settle: settled with no state (2.7.6)
 ACTION_FIELDS = {"action": str, "condition": str, "description": str, "info": dict, "delivery_failed": bool,
                  "undeliverable_here": bool, "annotations": dict, "credit": int, "elsewhere": bool}
 ONLY_FOR = {"condition": "reject", "description": "reject", "info": "reject", "delivery_failed": "modify",
@@ -51,13 +51,14 @@ OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "
 def check_consumers(value: Any) -> str | None:
     """Why ``value`` is not a valid ``given.consumers`` list, or None when it is.
 
-    Each entry is a table with ``action`` (one of :data:`ACTIONS`) and, for ``reject``, an optional
-    ``condition``, ``description`` and ``info`` (a table of symbol keys: the error's info map); for
-    ``modify``, optional ``delivery_failed``, ``undeliverable_here``
-    and ``annotations`` (a table of symbol keys). Any consumer may set ``credit`` (default
-    :data:`CONSUMER_CREDIT`): the credit it grants when it attaches; 0 means starved, given credit only when
-    its turn to act comes. ``elsewhere = true``: the consumer attaches to another routed address of the same
-    kind (one the producer never sends to), so it must get nothing. An empty list means no consumer at all.
+    Each entry is a table with ``action`` (one of :data:`ACTIONS`) and, for ``reject``, an optional ``condition``,
+    ``description`` and ``info`` (a table of symbol keys: the error's info map); for ``modify``, optional
+    ``delivery_failed``, ``undeliverable_here`` and ``annotations`` (a table of symbol keys). Any consumer may set
+    ``credit`` (default :data:`CONSUMER_CREDIT`): the credit it grants when it attaches; 0 means starved, given
+    credit only when its turn to act comes (a starved consumer whose action is to leave leaves without ever
+    granting credit, so it goes away holding copies the router never sent). ``elsewhere = true``: the consumer
+    attaches to another routed address of the same kind (one the producer never sends to), so it must get nothing.
+    An empty list means no consumer at all.
     """
     if value is None:
         return "required: a list of consumer scripts, e.g. [{ action = \"accept\" }] ([] for no consumer)"
@@ -185,23 +186,28 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
     _receive_all(ctx, consumers, len(bodies))
     last = bodies[-1] if bodies else None
+
+    def note_premature(before: str) -> None:
+        """Record a final disposition the producer got before ``before`` happened (once, first seen)."""
+        if observed["producer_premature"] is None and last_id is not None and not presettled:
+            early = _final_disposition(producer, last_id, since, ctx.quiet)
+            if early is not None:
+                observed["producer_premature"] = {"seen-before": before, **_disposition(early)}
+
     for consumer in consumers:
-        if consumer.starved and last is not None:
-            if observed["producer_premature"] is None and last_id is not None and not presettled:
-                early = _final_disposition(producer, last_id, since, ctx.quiet)
-                if early is not None:
-                    observed["producer_premature"] = {"seen-before": f"{consumer.label} credit", **_disposition(early)}
+        leaves_starved = consumer.starved and consumer.script["action"] in LEAVING_ACTIONS
+        if consumer.starved and (last is not None or leaves_starved):
+            note_premature(f"{consumer.label} {consumer.script['action'] if leaves_starved else 'credit'}")
             consumer.peer.pump(lambda c=consumer: c.take(), timeout=0)
             consumer.before_credit = [r.body for r in consumer.received]
+            if leaves_starved:
+                _act(ctx, consumer, last)  # it leaves never having granted credit
+                continue
             consumer.receiver.flow(CONSUMER_CREDIT)  # its turn: the starved consumer gets credit now
             consumer.peer.pump(lambda c=consumer: (c.take() or True) and c.holds(last) is not None, ctx.timeout)
         if consumer.holds(last) is None or consumer.script["action"] == "hold" or presettled:
             continue
-        if observed["producer_premature"] is None and last_id is not None:
-            early = _final_disposition(producer, last_id, since, ctx.quiet)
-            if early is not None:
-                observed["producer_premature"] = {"seen-before": f"{consumer.label} {consumer.script['action']}",
-                                                  **_disposition(early)}
+        note_premature(f"{consumer.label} {consumer.script['action']}")
         _act(ctx, consumer, last)
     holders = [c for c in consumers if c.holds(last) is not None]
 
@@ -284,8 +290,11 @@ def _act(ctx: CaseContext, consumer: Consumer, last: Any) -> None:
     """Do what the consumer's script says with the last message it received."""
     script = consumer.script
     action = script["action"]
-    delivery = consumer.holds(last).delivery
-    if action in OUTCOME_ACTIONS:
+    if action == "settle":
+        consumer.peer.dispose(consumer.holds(last).delivery, None, settle=True)
+        consumer.peer.pump(timeout=0)
+    elif action in OUTCOME_ACTIONS:
+        delivery = consumer.holds(last).delivery
         local = delivery.local
         if action == "modify":
             local.failed = script.get("delivery_failed", False)
