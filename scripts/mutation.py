@@ -11,8 +11,10 @@ mutant is **killed** when a case FAILs or ERRORs against it (or its run times ou
 when every case passes, and is **uncovered** when no case runs its code. It prints the score per module and
 per table (the table of the first case that killed each mutant), every survivor with its diff and its
 triage (``docs/mutation-triage.toml``), and how long it took; it writes ``DIR/mutation.json`` and
-``DIR/survivors.md``. The score is killed / (all - equivalent): a survivor triaged ``equivalent`` cannot be
-killed by any broker behaviour, so it is left out; ``source-silent`` and ``open`` survivors count against it.
+``DIR/survivors.md``. The score is killed / (all - equivalent - source-silent): a survivor triaged ``equivalent``
+cannot be killed by any broker behaviour, and one triaged ``source-silent`` differs only where the source documents
+leave the behaviour open (a row that killed it would FAIL a conformant broker), so both are left out; ``open``
+survivors count against it. The strict figure, killed / (all - equivalent), is printed beside it.
 
 Why mutmut 3: it forks one warmed-up pytest process per mutant and runs only the cases that reach the mutated
 function (it records which test reaches which function once), so the catalogue judges ~2,000 mutants in
@@ -50,9 +52,14 @@ ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 TRIAGE_DIR = REPO / "docs" / "mutation-triage"  # one <module>.toml a module, so work on modules never collides
 TRIAGE_CATEGORIES = {
     "equivalent": "no broker behaviour differs: no row can kill it (left out of the score)",
-    "source-silent": "the behaviour differs where the sources leave it open (cited): counted as a survivor",
+    "source-silent": "the behaviour differs only where the sources leave it open (cited): left out of the score, "
+                     "counted in the strict figure",
     "open": "a real gap: a row should kill it (named): counted as a survivor",
 }
+# what a source-silent reason must cite: a section of AMQP 1.0 (2.8.14, part 4), a seed (000, "seed 001", the UM
+# 10.11 guide), or that no source speaks of it at all
+SOURCE_CITATION = re.compile(r"\b\d\.\d+(\.\d+)?\b|\bpart \d\b|\bseed 00\d\b|\b00\d_[0-9a-f]+|\bUM 10\.11\b|"
+                             r"\bno source\b|\bnone of the catalogue's source documents\b", re.IGNORECASE)
 KILLED_STATUSES = {"killed", "timeout", "segfault", "suspicious"}
 RECORDER_MODULE = "amqp_mutation_recorder"  # a pytest plugin (-p) on mutmut's sys.path
 RECORDER = '''"""Written by scripts/mutation.py: records which case killed which mutant (the first failing case).
@@ -128,16 +135,25 @@ class MutantResult:
 
 @dataclass
 class Score:
-    """Counts over a set of mutants and the score: killed / (all - equivalent)."""
+    """Counts over a set of mutants, the score (killed / (all - equivalent - source-silent)) and the strict
+    figure (killed / (all - equivalent))."""
 
     total: int = 0
     killed: int = 0
     equivalent: int = 0
-    survivors: list[str] = field(default_factory=list)
+    silent: int = 0
+    survivors: list[str] = field(default_factory=list)  # every survivor not equivalent (open, silent, untriaged)
 
     @property
     def score(self) -> float:
-        """The fraction of the non-equivalent mutants killed (1.0 when there are none)."""
+        """The fraction killed of the mutants a correct catalogue can kill: neither equivalent nor differing only
+        where the sources are silent (1.0 when there are none)."""
+        counted = self.total - self.equivalent - self.silent
+        return self.killed / counted if counted else 1.0
+
+    @property
+    def strict(self) -> float:
+        """The fraction killed of the non-equivalent mutants, source-silent ones counted as survivors."""
         counted = self.total - self.equivalent
         return self.killed / counted if counted else 1.0
 
@@ -179,6 +195,9 @@ def _load_triage_file(path: Path, seen: dict[str, dict[str, str]]) -> dict[str, 
         if entry["category"] not in TRIAGE_CATEGORIES:
             raise TriageError(f"{where} ({entry['name']}): unknown category {entry['category']!r} "
                               f"(known: {', '.join(TRIAGE_CATEGORIES)})")
+        if entry["category"] == "source-silent" and not SOURCE_CITATION.search(entry["reason"]):
+            raise TriageError(f"{where} ({entry['name']}): a source-silent reason must cite the source that leaves "
+                              f"the behaviour open (a section such as 2.8.14, a seed such as 000, or 'no source')")
         if "__mutmut_" not in entry["name"] or entry["name"].count(".") < 4:
             raise TriageError(f"{where}: {entry['name']!r} is not a mutmut mutant name")
         if module_of(entry["name"]) != path.stem:
@@ -191,7 +210,7 @@ def _load_triage_file(path: Path, seen: dict[str, dict[str, str]]) -> dict[str, 
 
 
 def score(results: list[MutantResult]) -> Score:
-    """Counts and score over ``results``: equivalent survivors left out, every other survivor counted."""
+    """Counts and scores over ``results``: equivalent survivors left out of both, source-silent ones of the score."""
     counts = Score(total=len(results))
     for result in results:
         if result.killed:
@@ -199,6 +218,7 @@ def score(results: list[MutantResult]) -> Score:
         elif result.triage and result.triage["category"] == "equivalent":
             counts.equivalent += 1
         else:
+            counts.silent += bool(result.triage and result.triage["category"] == "source-silent")
             counts.survivors.append(result.name)
     return counts
 
@@ -345,13 +365,14 @@ def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elaps
     for result in results:
         by_module[result.module].append(result)
     print(f"\n== mutation score: {overall.killed} killed of {overall.total} mutants, {overall.equivalent} "
-          f"equivalent, {len(overall.survivors)} surviving: {overall.score:.1%} (target {target:.0%}); "
+          f"equivalent, {overall.silent} source-silent, {len(overall.survivors) - overall.silent} other survivors: "
+          f"{overall.score:.1%} (target {target:.0%}; strict, source-silent counted: {overall.strict:.1%}); "
           f"{elapsed:.0f} s")
-    print(f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'surv.':>8}{'score':>8}")
+    print(f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'silent':>8}{'surv.':>8}{'score':>8}{'strict':>8}")
     for module, members in sorted(by_module.items()):
         counts = score(members)
-        print(f"{module:<14}{counts.total:>8}{counts.killed:>8}{counts.equivalent:>8}{len(counts.survivors):>8}"
-              f"{counts.score:>8.1%}")
+        print(f"{module:<14}{counts.total:>8}{counts.killed:>8}{counts.equivalent:>8}{counts.silent:>8}"
+              f"{len(counts.survivors) - counts.silent:>8}{counts.score:>8.1%}{counts.strict:>8.1%}")
     tables = Counter(table_of(r.killed_by) for r in results if r.killed and r.killed_by)
     unattributed = sum(1 for r in results if r.killed and not r.killed_by)
     print("\nkilled first by table: " + ", ".join(f"{t} {n}" for t, n in tables.most_common())
@@ -365,7 +386,8 @@ def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elaps
         print(f"stale triage entries (no longer surviving): {', '.join(stale)}")
     (out / "mutation.json").write_text(json.dumps({
         "elapsed_s": round(elapsed, 1), "total": overall.total, "killed": overall.killed,
-        "equivalent": overall.equivalent, "score": round(overall.score, 4), "stale_triage": stale,
+        "equivalent": overall.equivalent, "source_silent": overall.silent, "score": round(overall.score, 4),
+        "strict_score": round(overall.strict, 4), "stale_triage": stale,
         "mutants": [{"name": r.name, "module": r.module, "status": r.status, "killed_by": r.killed_by,
                      "triage": r.triage and r.triage["category"]} for r in results],
     }, indent=1) + "\n", encoding="utf-8")
