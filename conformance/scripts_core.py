@@ -150,7 +150,8 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
     ``then = "close-link"``: the peer disposes of nothing and closes the link with the deliveries unsettled.
     ``rounds = n`` (n > 1): the outcome is given n times in all, each further time to the copy of the first
-    message that one more credit brings on the same link; ``next_on_link`` is what follows the last round."""
+    message that one more credit brings on the same link; ``next_on_link`` is what follows the last round.
+    ``interloper``: another connection opens and closes before that next credit (:func:`interlope`)."""
     observed: dict[str, Any] = {}
     peer, session = open_session(ctx, "consumer")
     publish(ctx, peer, session, given["messages"], durable=given["durable"])
@@ -167,6 +168,8 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         _dispose_and_watch(ctx, peer, deliveries, given, observed)
         for _ in range(given["rounds"] - 1):
             _again(ctx, peer, receiver, given)
+        if given["interloper"]:
+            interlope(ctx)
         observed["next_on_link"] = _next_on_link(ctx, peer, receiver)
     since = peer.mark()
     receiver.close()
@@ -176,6 +179,13 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["remaining_messages"] = seen
     observed["remaining"] = [m["body"] for m in seen]
     return observed
+
+
+def interlope(ctx: CaseContext) -> None:
+    """Another client's connection comes and goes (open, begin, close) while the case's link holds state: what
+    the broker keeps for one connection must not change when another ends."""
+    other, _ = open_session(ctx, "interloper")
+    other.close()
 
 
 def _dispose_and_watch(ctx: CaseContext, peer: ScriptedPeer, deliveries: list[ReceivedDelivery],
@@ -289,6 +299,8 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["progress"] = _progress(ctx, peer, first_unsettled[1])
     ordering: dict[str, Any] = {"rcv-settle-mode": observed["broker_attach"]["rcv-settle-mode"],
                                 "broker-first": dispositions[0] if dispositions else None, "after-peer-settled": []}
+    if given["interloper"]:
+        interlope(ctx)
     if first_unsettled is not None:
         delivery, delivery_id = first_unsettled
         since = peer.mark()
