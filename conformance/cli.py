@@ -130,6 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_reachable(choice.url)
     if choice.spec is not None and not any(launcher.available()[0] for launcher in choice.spec.launchers):
         choice.start()  # no launcher can start it: raises UsageProblem naming each one's reason
+    choice.prepare()  # installs what its launcher needs (e.g. from Maven Central), with progress, before pytest
     checked_tls_files(choice.url, args.ca, args.cert, args.key)  # raises UsageProblem (exit 2)
     tls_args = []
     for option in ("ca", "cert", "key"):

@@ -28,6 +28,11 @@ class SetupFailed(PeerError):
     """A step that only prepares the case failed: the harness could not complete the case."""
 
 
+class NotApplicable(Exception):
+    """The condition the row is about cannot arise with this broker, by what the broker announced (e.g. a
+    channel above a channel-max of 65535): the case is UNSUPPORTED with this reason, neither run nor judged."""
+
+
 @dataclass
 class CaseContext:
     """One case run: the broker's address, the case's own node address, the expected observations.

@@ -16,11 +16,11 @@ from typing import Any
 
 from amqp_conformance.peers.frames import FRAME_TYPE_SASL, SASL_HEADER, Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
-from amqp_conformance.peers.rawframes import FrameSpecError, RawContext, frame_bytes
+from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
 from proton import symbol, uint
 
-from .context import CaseContext, SetupFailed, setup_step
+from .context import CaseContext, NotApplicable, SetupFailed, setup_step
 from .scripts_core import wait_for
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
@@ -160,6 +160,8 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     since = peer.mark()
     try:
         data = b"".join(frame_bytes(spec, raw) for spec in given["frames"])
+    except BeyondLimit as exc:
+        raise NotApplicable(str(exc)) from None
     except (FrameSpecError, OverflowError, ValueError) as exc:
         raise SetupFailed(f"the row's frames cannot be built against this broker: {exc}") from None
     if len(data) > MAX_RAW_FRAME:

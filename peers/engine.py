@@ -22,8 +22,15 @@ FrameListener = Callable[[Frame], None]
 
 def delivery_tag(delivery: Delivery) -> bytes:
     """A delivery's tag as bytes. (python-qpid-proton 0.40 hands tags out decoded as UTF-8 text; the exact
-    bytes of a tag that is not UTF-8 are only in the captured transfer frame.)"""
-    tag = delivery.tag
+    bytes of a tag that is not UTF-8 are only in the captured transfer frame.)
+
+    An empty tag (zero octets, as ActiveMQ Artemis gives a pre-settled delivery) is ``b""``: proton's
+    binding raises ``RuntimeError`` (``cannot use unpack() on <cdata 'char *' NULL>``) for it instead.
+    """
+    try:
+        tag = delivery.tag
+    except RuntimeError:
+        return b""
     return tag.encode("utf-8") if isinstance(tag, str) else bytes(tag)
 
 

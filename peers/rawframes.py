@@ -43,6 +43,16 @@ class FrameSpecError(ValueError):
     """A frame specification that cannot be turned into bytes; the message names the key."""
 
 
+class BeyondLimit(FrameSpecError):
+    """A row asks for one above a limit the broker announced, and the limit is already the largest value its
+    field can carry (``channel-max`` 65535, ``handle-max`` 2^32-1): no such frame exists, so the condition
+    the row is about cannot arise with this broker."""
+
+
+# The largest value each announced limit's field can carry (2.7.1 open, 2.7.2 begin: ushort, uint, uint).
+LIMIT_MAXIMA = {"channel-max": 0xFFFF, "handle-max": 0xFFFFFFFF, "max-frame-size": 0xFFFFFFFF}
+
+
 # The type the specification gives each field that is not a described type (2.7, 2.8, 3.4, 3.5).
 FIELD_TYPES: dict[str, str] = {
     "container-id": "string", "hostname": "string", "max-frame-size": "uint", "channel-max": "ushort",
@@ -124,7 +134,11 @@ class RawContext:
         if key in plain:
             return plain[key]
         if key.endswith("+1") and isinstance(plain.get(key[:-2]), int):
-            return plain[key[:-2]] + 1
+            value = plain[key[:-2]]
+            if key[:-2] in self.limits and value >= LIMIT_MAXIMA.get(key[:-2], value + 1):
+                raise BeyondLimit(f"the broker announced {key[:-2]} {int(value)}, the largest value the field can "
+                                  f"carry: nothing is above it, so {name} cannot be sent")
+            return value + 1
         raise FrameSpecError(f"unknown placeholder {name!r} (known: $delivery-id, $tag, "
                              f"{', '.join('$' + k for k in plain)}, and $<number>+1)")
 
