@@ -153,7 +153,8 @@ def _sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
 
 
 def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
-    """Write the row's frames at the row's set-up point; observe ``answer``, ``header``, ``socket``, ``alive``."""
+    """Write the row's frames at the row's set-up point; observe ``answer``, ``then``, ``header``, ``socket``,
+    ``alive``, ``opened``, and ``sent`` and ``states`` when the row names them (module docstring)."""
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
     peer, raw = _set_up(ctx, given)
@@ -208,21 +209,28 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _states(ctx: CaseContext, peer: Any, since: int) -> dict[str, Any]:
-    """The delivery state the broker last gave each of our deliveries after the row's frames (its dispositions,
-    role receiver), by delivery-id as text: the state's type name, or None for a disposition without one.
-    Waits until every delivery-id the row names has one (or the time-out)."""
+    """The delivery state the broker last gave each delivery the row's frames sent (its dispositions, role
+    receiver, whose first..last covers the delivery-id), by delivery-id as text: the state's type name, or None
+    for a disposition without one. Waits until every delivery-id the row names has one (or the time-out). A
+    disposition without a numeric first covers nothing (it is the broker's malformed frame, not ours to judge)."""
     wanted = ctx.expected.get("states")
     names = [k for k in wanted if not k.startswith("@")] if isinstance(wanted, dict) else []
+    ours = {f.fields.get("delivery-id") for f in peer.frames[since:] if f.direction == "out"
+            and f.performative == "transfer" and isinstance(f.fields.get("delivery-id"), int)}
 
     def states() -> dict[str, Any]:
         seen: dict[str, Any] = {}
         for frame in peer.frames[since:]:
             fields = frame.fields
-            if frame.direction == "in" and frame.performative == "disposition" and fields.get("role") == "receiver":
-                last = fields.get("last") if fields.get("last") is not None else fields.get("first")
-                state = fields.get("state")
-                for delivery_id in range(fields.get("first"), last + 1):
-                    seen[str(delivery_id)] = state.get("@type") if isinstance(state, dict) else state
+            first = fields.get("first")
+            if frame.direction != "in" or frame.performative != "disposition" or fields.get("role") != "receiver" \
+                    or not isinstance(first, int):
+                continue
+            last = fields.get("last") if isinstance(fields.get("last"), int) else first
+            state = fields.get("state")
+            for delivery_id in ours:
+                if first <= delivery_id <= last:
+                    seen[str(int(delivery_id))] = state.get("@type") if isinstance(state, dict) else state
         return seen
 
     peer.pump(lambda: all(name in states() for name in names), ctx.timeout)
