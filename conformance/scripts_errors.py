@@ -54,6 +54,14 @@ def _first(frames: list[Frame], since: int, names: tuple[str, ...]) -> Frame | N
     return None
 
 
+def _await(peer: Any, since: int, name: str, step: str, why: str) -> Frame:
+    """The broker's first ``name`` frame after ``since``, read for the set-up step ``step``; SetupFailed saying
+    ``why`` when none comes within the time-out."""
+    if not peer.pump(lambda: _first(peer.frames, since, (name,)) is not None):
+        raise SetupFailed(f"set-up step '{step}' failed: {why}")
+    return _first(peer.frames, since, (name,))
+
+
 def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
     """Connect and go as far as ``given.setup``; returns the peer (raw from now on) and the placeholders."""
     setup = given["setup"]
@@ -67,8 +75,7 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
     ctx.peers.append(peer)
     raw = RawContext(node=ctx.node)
     if setup == "header":
-        if not peer.pump(lambda: peer.find("amqp-header") is not None):
-            raise SetupFailed("set-up step 'protocol header' failed: the broker sent no AMQP header")
+        _await(peer, 0, "amqp-header", "protocol header", "the broker sent no AMQP header")
         peer.go_raw()
         return peer, raw
     broker_open = setup_step("open", peer.open).fields
@@ -118,8 +125,7 @@ def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dic
                  and (f.fields.get("link-credit") or 0) > 0]
         return flows[-1] if flows else None
 
-    if not peer.pump(lambda: _first(peer.frames, since, ("attach",)) is not None):
-        raise SetupFailed("set-up step 'attach sender (raw)' failed: the broker sent no attach")
+    _await(peer, since, "attach", "attach sender (raw)", "the broker sent no attach")
     if not peer.pump(lambda: credited() is not None):
         raise SetupFailed("set-up step 'wait for credit' failed: the broker granted the raw sender no credit")
     raw.credit = credited().fields["link-credit"]
@@ -130,9 +136,8 @@ def _sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
     outcome ok. The next bytes written are where the AMQP protocol header belongs."""
     since = peer.mark()
     peer.send_raw(SASL_HEADER)
-    if not peer.pump(lambda: _first(peer.frames, since, ("sasl-mechanisms",)) is not None):
-        raise SetupFailed("set-up step 'SASL' failed: the broker sent no sasl-mechanisms after the SASL header")
-    offered = _first(peer.frames, since, ("sasl-mechanisms",)).fields.get("sasl-server-mechanisms")
+    offered = _await(peer, since, "sasl-mechanisms", "SASL", "the broker sent no sasl-mechanisms after the SASL "
+                     "header").fields.get("sasl-server-mechanisms")
     offered = [str(m) for m in (offered if isinstance(offered, (list, tuple)) else [offered])]
     address = ctx.address
     if address.user is not None and "PLAIN" in offered:
@@ -145,9 +150,7 @@ def _sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
                           f"user:password in the URL) or ANONYMOUS")
     since = peer.mark()
     peer.send_raw(encode_frame(init, frame_type=FRAME_TYPE_SASL))
-    if not peer.pump(lambda: _first(peer.frames, since, ("sasl-outcome",)) is not None):
-        raise SetupFailed("set-up step 'SASL' failed: the broker sent no sasl-outcome")
-    code = _first(peer.frames, since, ("sasl-outcome",)).fields.get("code")
+    code = _await(peer, since, "sasl-outcome", "SASL", "the broker sent no sasl-outcome").fields.get("code")
     if code != 0:
         raise SetupFailed(f"set-up step 'SASL' failed: sasl-outcome code {code} (authentication refused)")
 

@@ -290,10 +290,7 @@ def _act(ctx: CaseContext, consumer: Consumer, last: Any) -> None:
     """Do what the consumer's script says with the last message it received."""
     script = consumer.script
     action = script["action"]
-    if action == "settle":
-        consumer.peer.dispose(consumer.holds(last).delivery, None, settle=True)
-        consumer.peer.pump(timeout=0)
-    elif action in OUTCOME_ACTIONS:
+    if action in OUTCOME_ACTIONS or action == "settle":  # settle: no outcome, settled (dispose with None)
         delivery = consumer.holds(last).delivery
         local = delivery.local
         if action == "modify":
@@ -303,7 +300,7 @@ def _act(ctx: CaseContext, consumer: Consumer, last: Any) -> None:
                 local.annotations = {symbol(k): v for k, v in script["annotations"].items()}
         info = {symbol(k): v for k, v in script["info"].items()} if script.get("info") else None
         condition = (script["condition"], script.get("description"), info) if "condition" in script else None
-        consumer.peer.dispose(delivery, OUTCOME_ACTIONS[action], settle=True, condition=condition)
+        consumer.peer.dispose(delivery, OUTCOME_ACTIONS.get(action), settle=True, condition=condition)
         consumer.peer.pump(timeout=0)
     elif action in ("detach", "suspend"):
         since = consumer.peer.mark()

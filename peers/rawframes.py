@@ -133,12 +133,12 @@ class RawContext:
                                  "node": self.node, **self.limits}
         if key in plain:
             return plain[key]
-        if key.endswith("+1") and isinstance(plain.get(key[:-2]), int):
-            value = plain[key[:-2]]
-            if key[:-2] in self.limits and value >= LIMIT_MAXIMA.get(key[:-2], value + 1):
-                raise BeyondLimit(f"the broker announced {key[:-2]} {int(value)}, the largest value the field can "
+        base = key.removesuffix("+1")
+        if base != key and isinstance(plain.get(base), int):
+            if base in self.limits and plain[base] >= LIMIT_MAXIMA.get(base, plain[base] + 1):
+                raise BeyondLimit(f"the broker announced {base} {int(plain[base])}, the largest value the field can "
                                   f"carry: nothing is above it, so {name} cannot be sent")
-            return value + 1
+            return plain[base] + 1
         raise FrameSpecError(f"unknown placeholder {name!r} (known: $delivery-id, $tag, "
                              f"{', '.join('$' + k for k in plain)}, and $<number>+1)")
 
