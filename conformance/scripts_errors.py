@@ -109,10 +109,11 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
 
 
 def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dict[str, Any]) -> None:
-    """Attach a sending link in raw mode (handle 0, to the case's node; ``attach`` adds or replaces fields,
-    e.g. an initial-delivery-count proton would not send) and wait for the broker's attach and its credit."""
+    """Attach a sending link in raw mode (handle 0, to the case's node, with a source as every client sends;
+    ``attach`` adds or replaces fields, e.g. an initial-delivery-count proton would not send) and wait for the
+    broker's attach and its credit."""
     fields = {"name": f"raw-sender-{ctx.node}", "handle": 0, "role": "sender", "initial-delivery-count": 0,
-              "target": {"@type": "target", "address": "$node"}, **attach}
+              "source": {"@type": "source"}, "target": {"@type": "target", "address": "$node"}, **attach}
     since = peer.mark()
     try:
         peer.send_raw(frame_bytes({"performative": "attach", "fields": fields}, raw))
