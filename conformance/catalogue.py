@@ -48,7 +48,9 @@ class Case:
 
     ``expect`` maps an expectation set ("core", "um-10.11", "router") to the expected observations.
     ``informational`` names observations judged only for brokers whose profile has ``exact-encoding``;
-    for other brokers a difference there is reported as INFO. ``requires`` names profile capabilities.
+    for other brokers a difference there is reported as INFO. ``requires`` names profile capabilities: the
+    row's own, then those its scenario needs for the row's ``given`` (``store`` for a row that publishes to
+    a node no consumer is attached to: :data:`.scenarios.STORE`).
     ``silent`` maps observations the source does not decide to a note saying so: the row's value there is
     what the reference does, and a difference is INFO for every broker (the reference included).
     """
@@ -200,7 +202,8 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         id=f"{table}/{row_id}", table=table, row=row_id, title=row.get("title", title), text=text,
         scenario=scenario_name, source=Source(document, str(row.get("heading", heading)), source_row, url), given=given,
         expect={k: expect[k] for k in EXPECTATION_SETS if k in expect},
-        requires=tuple(row.get("requires", ())), informational=informational, severity=severity, file=path.name,
+        requires=tuple(dict.fromkeys((*row.get("requires", ()), *scenario.needs(given)))),
+        informational=informational, severity=severity, file=path.name,
         silent=dict(silent), watch=float(watch),
     )
 

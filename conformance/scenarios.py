@@ -14,7 +14,23 @@ from . import scripts
 from .context import CaseContext
 
 Script = Callable[[CaseContext, dict[str, Any]], dict[str, Any]]
+Needs = Callable[[dict[str, Any]], tuple[str, ...]]
 TRANSFER_KINDS = ("settled", "unsettled", "partial")
+STORE = "store"
+"""The capability of a broker that keeps a message for a node no consumer is attached to, and so grants a
+publisher credit there. A router has none: it grants credit only towards a consumer (Qpid Dispatch
+documentation, "Routing": "Message Routing", "Flow Control"). A scenario that publishes before any consumer
+is attached, or to a node it then reads back, needs it."""
+
+
+def needs_nothing(given: dict[str, Any]) -> tuple[str, ...]:
+    """For a scenario that runs on every broker: it requires no capability."""
+    return ()
+
+
+def needs_store(given: dict[str, Any]) -> tuple[str, ...]:
+    """For a scenario that always publishes to a node before (or without) consuming from it."""
+    return (STORE,)
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,7 @@ class Scenario:
     given: dict[str, tuple | type]
     observations: tuple[str, ...]
     defaults: dict[str, Any] = field(default_factory=dict)
+    needs: Needs = needs_nothing  # the capabilities a row of this scenario requires, given its ``given``
 
     def check_given(self, key: str, value: Any) -> str | None:
         """Why ``value`` is not allowed for ``given.key``, or None when it is."""
@@ -62,6 +79,7 @@ SCENARIOS: dict[str, Scenario] = {
             defaults={"rcv_settle_mode": "first", "durable": "none"},
             observations=("subscribed", "delivery_tag", "broker_disposition", "broker_disposition_covers", "link",
                           "detach", "remaining"),
+            needs=needs_store,
         ),
         Scenario(
             "publish", scripts.run_publish,
@@ -72,11 +90,13 @@ SCENARIOS: dict[str, Scenario] = {
             },
             defaults={"provocation": "none"},
             observations=("dispositions", "dispositions_cover", "detach", "stored"),
+            needs=needs_store,
         ),
         Scenario(
             "wire-disposition", scripts.run_wire_disposition,
             given={},
             observations=("broker_disposition", "broker_disposition_bytes", "peer_disposition_bytes"),
+            needs=needs_store,
         ),
     )
 }
@@ -89,6 +109,7 @@ UM_PROVOCATIONS = ("none", "transformer-null", "deny-publish", "deny-subscribe",
 SCENARIOS.update({s.name: s for s in (
     Scenario(
         "subscription-fault", scripts_um.run_subscription_fault,
+        needs=needs_store,
         given={
             "when": ("subscribe", "ack"),
             "provocation": UM_PROVOCATIONS,
@@ -105,6 +126,7 @@ SCENARIOS.update({s.name: s for s in (
     ),
     Scenario(
         "um-publish", scripts_um.run_um_publish,
+        needs=needs_store,
         given={
             "snd_settle_mode": ("unsettled", "settled", "mixed"),
             "transfers": list,
@@ -127,6 +149,7 @@ SCENARIOS.update({s.name: s for s in (
     ),
     Scenario(
         "txn-acquire", scripts_um.run_txn_acquire,
+        needs=needs_store,
         given={
             "discharge": ("commit", "rollback"),
             "outcome": ("accepted", "released", "modified"),

@@ -10,7 +10,7 @@ from typing import Any
 from amqp_conformance.peers.rawframes import check_spec
 
 from . import scripts_consumers, scripts_core, scripts_errors, scripts_flow, scripts_wire
-from .scenarios import Scenario
+from .scenarios import STORE, Scenario, needs_store
 
 
 class FrameList:
@@ -34,11 +34,13 @@ CORE_SCENARIOS = (
         given={"messages": int, "credit": int, "drain": bool},
         defaults={"drain": False},
         observations=("before_credit", "delivered", "broker_flow"),
+        needs=lambda given: (STORE,) if given.get("messages", 0) > 0 else (),  # published before the credit
     ),
     Scenario(
         "consumers", scripts_consumers.run_consumers,
         given={"messages": int, "credits": list},
         observations=("before_credit", "counts", "union", "duplicates", "remaining"),
+        needs=needs_store,
     ),
     Scenario(
         "raw-frames", scripts_errors.run_raw_frames,
@@ -51,6 +53,7 @@ CORE_SCENARIOS = (
         },
         defaults={"provocation": "none", "shutdown_write": False, "attach": {}},
         observations=("answer", "then", "header", "socket", "alive", "sent", "opened", "states"),
+        needs=lambda given: (STORE,) if given.get("setup") in scripts_errors.PUBLISHING_SETUPS else (),
     ),
     Scenario(
         "consume", scripts_core.run_consume,
@@ -67,6 +70,7 @@ CORE_SCENARIOS = (
                   "undeliverable_here": False, "rounds": 1, "interloper": False},
         observations=("broker_attach", "transfer", "broker_dispositions", "settled_offsets", "after_accept",
                       "next_on_link", "broker_detach", "remaining", "remaining_messages"),
+        needs=needs_store,
     ),
     Scenario(
         "produce", scripts_core.run_produce,
@@ -79,6 +83,7 @@ CORE_SCENARIOS = (
         defaults={"snd_settle_mode": "unsettled", "rcv_settle_mode": "first", "provocation": "none", "size": 0,
                   "interloper": False},
         observations=("broker_attach", "dispositions", "progress", "ordering", "answer_counts", "stored"),
+        needs=needs_store,
     ),
     Scenario(
         "transfer", scripts_core.run_transfer,
@@ -86,10 +91,12 @@ CORE_SCENARIOS = (
                         "buffered-until-credit"), "size": int},
         defaults={"size": 0},
         observations=("shape", "dispositions", "stored", "intact", "before_credit", "after_credit"),
+        needs=needs_store,
     ),
     Scenario(
         "wire-performatives", scripts_wire.run_wire_performatives,
         given={"side": ("broker", "peer"), "frame": scripts_wire.FRAMES},
         observations=("decoded", "bytes", "form", "link"),
+        needs=needs_store,  # one shared exchange: a message sent, then received and settled
     ),
 )

@@ -24,6 +24,7 @@ from .context import CaseContext, NotApplicable, SetupFailed, setup_step
 from .scripts_core import wait_for
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
+PUBLISHING_SETUPS = ("sender", "sender-second", "raw-sender")  # they wait for credit with no consumer attached
 ENDINGS = ("close", "end", "detach")
 MAX_RAW_FRAME = 16 * 1024 * 1024
 
