@@ -133,6 +133,21 @@ def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dic
     raw.credit = credited().fields["link-credit"]
 
 
+def _check_credit_withheld(peer: Any, since: int) -> None:
+    """Raise :class:`NotApplicable` when the broker granted credit to a link the row's own frames attached although
+    its admin was to withhold all credit from the node: the row's transfers on it were then within credit, and the
+    row cannot judge them. (Credit on the set-up's link is the row's business: it stays a FAIL.)"""
+    attached = {frame.fields.get("handle") for frame in peer.frames[since:]
+                if frame.direction == "in" and frame.performative == "attach"}
+    for frame in peer.frames[since:]:
+        if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") in attached \
+                and (frame.fields.get("link-credit") or 0) > 0:
+            credit, handle = int(frame.fields["link-credit"]), int(frame.fields["handle"])
+            raise NotApplicable(f"the admin's withhold-credit did not hold for the link the row attached: the broker "
+                                f"granted link-credit {credit} on its handle {handle}, so the row's transfers were "
+                                f"within credit")
+
+
 def _sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
     """Authenticate in raw mode (AMQP 1.0 5.3.2): SASL header, PLAIN with the URL's user or else ANONYMOUS,
     outcome ok. The next bytes written are where the AMQP protocol header belongs."""
@@ -206,6 +221,8 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                             and frame.performative not in ("socket-error", "empty")]
     if "states" in ctx.expected:
         observed["states"] = _states(ctx, peer, since)
+    if given["provocation"] == "withhold-credit":
+        _check_credit_withheld(peer, since)
     opened = _first(peer.frames, since, ("open",))
     observed["opened"] = dict(opened.fields) if opened is not None else None
     observed["socket"] = "closed" if peer.eof else "open"
