@@ -18,9 +18,9 @@ Needs = Callable[[dict[str, Any]], tuple[str, ...]]
 TRANSFER_KINDS = ("settled", "unsettled", "partial")
 STORE = "store"
 """The capability of a broker that keeps a message for a node no consumer is attached to, and so grants a
-publisher credit there. A router has none: it grants credit only towards a consumer (Qpid Dispatch
-documentation, "Routing": "Message Routing", "Flow Control"). A scenario that publishes before any consumer
-is attached, or to a node it then reads back, needs it."""
+publisher credit there. A router has none: it grants a publisher credit only towards a consumer (observed
+against Qpid Dispatch 1.19: docs/brokers.md, "Qpid Dispatch / skupper-router"). A scenario that publishes
+before any consumer is attached, or to a node it then reads back, needs it."""
 
 
 def needs_nothing(given: dict[str, Any]) -> tuple[str, ...]:
