@@ -21,7 +21,7 @@ from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
 from proton import Delivery, Message, Receiver, symbol
 
-from .context import CaseContext, open_session, setup_step
+from .context import CaseContext, SetupFailed, open_session, setup_step
 
 OUTCOME_ACTIONS = {"accept": "accepted", "reject": "rejected", "release": "released", "modify": "modified"}
 LEAVING_ACTIONS = ("detach", "suspend", "close", "disconnect")  # suspend: detach with closed=false (2.6.5)
@@ -38,14 +38,24 @@ GIVEN: dict[str, Any] = {
     "settlement": ("unsettled", "presettled"),
     "transfer": ("whole", "multi-frame", "aborted"),
     "messages": (1, 2),  # whole messages the producer sends, m1 then m2 (transfer "whole" only)
+    "frames": None,  # replaced below by check_frames (a validator)
     "consumers": None,  # replaced below by check_consumers (a validator)
 }
+MAX_FRAMES = 64
 # address_kind and consumers have no default: a row that leaves one out fails loading (None is not allowed)
-DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "messages": 1, "address_kind": None,
-                            "consumers": None}
+DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "messages": 1, "frames": 2,
+                            "address_kind": None, "consumers": None}
 OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "producer_error", "producer_modified",
                 "producer_premature", "received", "consumer_settled", "delivered_to", "consumer_detach",
-                "before_credit")
+                "before_credit", "m1_fate", "streamed")
+
+
+def check_frames(value: Any) -> str | None:
+    """Why ``value`` is not a valid ``given.frames`` (how many transfer frames m1 takes, for ``multi-frame``, or
+    goes out in before its abort, for ``aborted``), or None: a whole number from 2 to :data:`MAX_FRAMES`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_FRAMES:
+        return f"expected a whole number of transfer frames from 2 to {MAX_FRAMES}, got {value!r}"
+    return None
 
 
 def check_consumers(value: Any) -> str | None:
@@ -83,6 +93,7 @@ def check_consumers(value: Any) -> str | None:
 
 
 GIVEN["consumers"] = check_consumers
+GIVEN["frames"] = check_frames
 
 
 @dataclass
@@ -104,6 +115,7 @@ class Consumer:
     receiver: Receiver
     received: list[Received] = field(default_factory=list)
     aborted: int = 0
+    streamed: int | None = None  # transfer frames of m1 it had when the producer wrote m1's last frame (or abort)
     detach_answer: dict[str, Any] | None = None  # the router's detach answering ours (action "detach")
     before_credit: list[Any] | None = None  # a starved consumer: the bodies it got before it gave credit
 
@@ -115,6 +127,16 @@ class Consumer:
     def holds(self, body: Any) -> Received | None:
         """The last received message with this body, if any."""
         return next((r for r in reversed(self.received) if r.body == body), None)
+
+    def m1_fate(self) -> str:
+        """What became of m1 here: ``whole`` (received as a message), ``aborted`` (frames of it, then its abort),
+        ``dangling`` (frames of a delivery that neither completed nor was aborted) or ``untouched``."""
+        if self.holds("m1") is not None:
+            return "whole"
+        if self.aborted:
+            return "aborted"
+        current = self.receiver.current
+        return "dangling" if current is not None and current.partial else "untouched"
 
     def take(self) -> bool:
         """Read every whole message now on the link (discarding aborted ones); True if anything was read."""
@@ -158,7 +180,9 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     (how many consumers got the last message) and ``consumer_detach`` (per consumer, the router's detach
     answering the consumer's detach, closing or not, as ``{closed}``; null for a consumer that did not detach) and
     ``before_credit`` (per consumer, for one attached starved: the bodies it got before it granted credit;
-    null for the others).
+    null for the others), ``m1_fate`` (per consumer, :meth:`Consumer.m1_fate`) and ``streamed`` (per consumer,
+    for a row whose m1 takes more than two frames: how many transfer frames it had before the producer wrote
+    m1's last frame or its abort; null for the others).
     """
     address = ctx.routed_address(given["address_kind"])
     consumers = []
@@ -182,7 +206,9 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["producer_credit"] = False
     last_id, since, bodies = None, producer.mark(), []
     if observed["producer_credit"]:
-        last_id, bodies = _send(ctx, producer, sender, given["transfer"], presettled, given["messages"])
+        last_id, bodies = _send(ctx, producer, sender, given["transfer"], presettled, given["messages"],
+                                given["frames"], consumers)
+    observed["streamed"] = [c.streamed for c in consumers]
 
     _receive_all(ctx, consumers, len(bodies))
     last = bodies[-1] if bodies else None
@@ -226,33 +252,82 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["delivered_to"] = len(holders)
     observed["consumer_detach"] = [c.detach_answer for c in consumers]
     observed["before_credit"] = [c.before_credit for c in consumers]
+    observed["m1_fate"] = [c.m1_fate() for c in consumers]
     return observed
 
 
 def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, presettled: bool,
-          messages: int = 1) -> tuple[int, list]:
-    """Send the row's message(s); returns the delivery-id of the last one and the bodies consumers may get."""
+          messages: int = 1, frames: int = 2, consumers: list[Consumer] | None = None) -> tuple[int, list]:
+    """Send the row's message(s); returns the delivery-id of the last one and the bodies consumers may get.
+
+    ``multi-frame``: m1 in ``frames`` transfer frames (2: a small m1 split in two; more: an m1 padded, in an
+    application property, to fill that many frames at the router's max-frame-size, so that a router streams
+    it). ``aborted``: m1's first ``frames - 1`` frames' worth (at least one frame), then the abort, then m2
+    whole. Each consumer's :attr:`Consumer.streamed` records how many of m1's frames it had by then.
+    """
     if transfer == "whole":
         bodies = [f"m{n}" for n in range(1, messages + 1)]
         for body in bodies:
             _, frame = setup_step(f"send {body}", producer.send, sender, body, settled=presettled)
         return frame.fields["delivery-id"], bodies
-    encoded = Message(body="m1").encode()
-    half = len(encoded) // 2
+    encoded, first_part = _m1_parts(producer, transfer, frames)
     since = producer.mark()
-    delivery = setup_step("send the first part of m1", producer.send_partial, sender, encoded[:half], b"m1-part")
+    delivery = setup_step("send the first part of m1", producer.send_partial, sender, first_part, b"m1-part")
     first = producer.find("transfer", since, direction="out", delivery_tag=b"m1-part")
+    if frames > 2:
+        setup_step("write the first part of m1", producer.pump, lambda: _written(producer, since) >= frames - 1,
+                   ctx.timeout)
+        _watch_streaming(ctx, consumers or [])
     if transfer == "multi-frame":
-        producer.pump(timeout=min(ctx.quiet, 0.1))  # let the router see the first frame on its own
+        if frames == 2:
+            producer.pump(timeout=min(ctx.quiet, 0.1))  # let the router see the first frame on its own
         if presettled:
             delivery.settle()
-        setup_step("send the rest of m1", producer.finish_partial, sender, encoded[half:])
+        setup_step("send the rest of m1", producer.finish_partial, sender, encoded[len(first_part):])
+        if _written(producer, since) < frames:
+            raise SetupFailed(f"m1 went out in {_written(producer, since)} transfer frames, not {frames}")
         return first.fields["delivery-id"], ["m1"]
     since = producer.mark()
     delivery.abort()  # proton sends a transfer with aborted=true for the part already written
     setup_step("send the abort of m1", producer.expect, "transfer", since, direction="out", aborted=True)
     _, frame = setup_step("send m2", producer.send, sender, "m2", settled=presettled)
     return frame.fields["delivery-id"], ["m2"]
+
+
+def _m1_parts(producer: ScriptedPeer, transfer: str, frames: int) -> tuple[bytes, bytes]:
+    """m1 encoded, and the part of it sent before the rest (or the abort)."""
+    if frames == 2:
+        encoded = Message(body="m1").encode()
+        return encoded, encoded[:len(encoded) // 2]
+    broker_open = producer.find("open")
+    size = (broker_open.fields.get("max-frame-size") if broker_open else None) or 0xFFFFFFFF
+    size = min(int(size), 1 << 20)  # a frame's payload is at most its max-frame-size less its header
+    encoded = Message(body="m1", properties={"padding": "x" * (size * frames)}).encode()
+    return encoded, encoded[:size * (frames - 1)]
+
+
+def _written(producer: ScriptedPeer, since: int) -> int:
+    """How many transfer frames of m1 the producer has written since ``since``."""
+    return sum(1 for f in producer.frames[since:] if f.direction == "out" and f.performative == "transfer"
+               and f.fields.get("delivery-tag") == b"m1-part")
+
+
+def _watch_streaming(ctx: CaseContext, consumers: list[Consumer]) -> None:
+    """Record how many transfer frames each consumer has had before m1's last frame or its abort goes out:
+    a router that streams has sent some; one that stores and forwards has sent none. The wait is short and
+    bounded: it ends when every consumer has had a frame (the quiet time at most)."""
+    deadline = time.monotonic() + ctx.quiet
+    while consumers and time.monotonic() < deadline:
+        for consumer in consumers:
+            consumer.peer.pump(timeout=0.01)
+        if all(_incoming_transfers(c) for c in consumers):
+            break
+    for consumer in consumers:
+        consumer.streamed = _incoming_transfers(consumer)
+
+
+def _incoming_transfers(consumer: Consumer) -> int:
+    return sum(1 for f in consumer.peer.frames if f.direction == "in" and f.performative == "transfer")
 
 
 def _receive_all(ctx: CaseContext, consumers: list[Consumer], sent: int) -> None:
