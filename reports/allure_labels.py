@@ -1,17 +1,23 @@
 """Allure labelling of one case result, and the run-level files Allure reads.
 
-During a case (pytest's call phase) :func:`label` and :func:`attach_evidence` use allure's public
-``allure.dynamic`` / ``allure.attach`` API: title, epic = expectation set, feature = table, story = row,
-parentSuite = broker, severity (the row's ``severity`` field), a link to the source document and row, a
-Markdown description with the row's text, tag = verdict, and the attachments (frame log as text and
-JSON, expected vs observed, the broker's log tail on FAIL/ERROR).
+While a case runs (during pytest's set-up of the test, see ``amqp_outcome``, or in its body) :func:`label`
+and :func:`attach_evidence` use allure's public ``allure.dynamic`` API: title, epic = expectation set,
+feature = table, story = row, parentSuite = broker, severity (the row's ``severity`` field), a link to the
+source document and row, a Markdown description with the row's text, tag = verdict. They also hand the
+case's title, description, evidence (frame log as text and JSON, expected vs observed, the broker's log
+tail on FAIL/ERROR), frames and timing to :class:`CaseResultHook`.
 
-What ``allure.dynamic`` cannot set is finished by :class:`CaseResultHook`, an ``allure_commons`` plugin
-implementing the public ``report_result`` hook (the one allure's own file writer implements) and running
-before the writer: ``testCaseId`` = case id, a ``historyId`` stable per (case id, expectation set, broker)
-so history and retries line up across runs and never merge two brokers, readable parameters instead of
-pytest's parameter repr, suite = table and subSuite = expectation set, and one step per exchange built
-from the captured frame log (:mod:`.allure_steps`). Nothing here touches allure-pytest's internals.
+:class:`CaseResultHook` is an ``allure_commons`` plugin implementing the public ``report_result`` hook (the
+one allure's own file writer implements) and running before the writer. It finishes what
+``allure.dynamic`` cannot set, or what allure-pytest resets after a fixture ran: ``testCaseId`` = case
+id, a ``historyId`` stable per (case id, expectation set, broker) so history and retries line up across
+runs and never merge two brokers, readable parameters instead of pytest's parameter repr, suite = table
+and subSuite = expectation set, the title and description, the attachments (written through the public
+``report_attached_data`` hook, so they sit on the test whether the case ran in set-up or in the body),
+the case's own start and stop, one step per exchange built from the captured frame log
+(:mod:`.allure_steps`), and the status of a NON-STRICT case: pytest's xfail is Allure "skipped", which
+Allure's overview leaves out of its percentage, so it is made "failed" and filed under "Known deviations
+(NON-STRICT)" (docs/reports.md says why). Nothing here touches allure-pytest's internals.
 
 ``environment.properties`` and ``categories.json`` go beside the results (:func:`write_run_files`).
 """
@@ -19,12 +25,14 @@ from the captured frame log (:mod:`.allure_steps`). Nothing here touches allure-
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import allure
 import allure_commons
-from allure_commons.model2 import Label, Parameter
+from allure_commons.model2 import ATTACHMENT_PATTERN, Attachment, Label, Parameter, Status
 from allure_commons.utils import md5
 
 from . import allure_steps
@@ -37,17 +45,23 @@ SEVERITY = {"blocker": allure.severity_level.BLOCKER, "critical": allure.severit
 #   PASS, INFO -> test returns -> "passed"
 #   FAIL -> pytest.fail(...) (a Failed exception) -> "failed", message "Failed: FAIL <case>: ..."
 #   ERROR -> raises HarnessError (not an assertion) -> "broken", message "...HarnessError: ERROR <case>: ..."
-#   NON-STRICT -> pytest.xfail(...) -> "skipped", message "XFAIL NON-STRICT: ..."
+#   NON-STRICT -> pytest.xfail(...) -> "skipped", message "XFAIL NON-STRICT: ...", made "failed" by
+#       CaseResultHook (Allure's overview percentage is passed / (passed + failed + broken): a skipped
+#       deviation would not count against the broker)
 #   UNSUPPORTED -> pytest.skip(...) -> "skipped", message "Skipped: UNSUPPORTED: ..."
-# Allure matches messageRegex against the whole message (Java String.matches), hence the (?s) and ".*".
+# Allure matches messageRegex against the whole message (Java String.matches), hence the (?s) and ".*", and
+# files a result under every category it matches: the two "failed" categories exclude each other.
+NON_STRICT_MESSAGE = "XFAIL NON-STRICT: "
 CATEGORIES = [
-    {"name": "Known deviations (NON-STRICT)", "matchedStatuses": ["skipped"], "messageRegex": "(?s).*NON-STRICT.*",
+    {"name": "Known deviations (NON-STRICT)", "matchedStatuses": ["failed"],
+     "messageRegex": f"(?s){NON_STRICT_MESSAGE}.*",
      "description": "Differs from the row exactly as the broker's profile declares (its observed pattern matched), "
-                    "with a reason and a reference."},
+                    "with a reason and a reference. Counted as failed: a declared deviation is still a deviation."},
     {"name": "Unsupported by the broker's profile", "matchedStatuses": ["skipped"],
      "messageRegex": "(?s).*UNSUPPORTED.*",
      "description": "The profile lacks a capability the row needs, or the broker's admin cannot provoke it."},
     {"name": "Product failures (FAIL)", "matchedStatuses": ["failed"],
+     "messageRegex": f"(?s)(?!{NON_STRICT_MESSAGE}).*",
      "description": "The broker's observed outcome differs from the row's expectation."},
     {"name": "Harness errors (ERROR)", "matchedStatuses": ["broken"],
      "description": "The harness could not complete the case (broker died, refused connection, no answer in "
@@ -73,12 +87,30 @@ def case_key(case_id: str, expectation_set: str, broker: str) -> str:
     return json.dumps([case_id, expectation_set, broker])
 
 
+@dataclass
+class PendingCase:
+    """What :class:`CaseResultHook` puts on a case's Allure result when it is written."""
+
+    title: str | None = None
+    description: str | None = None
+    verdict: str | None = None
+    frames: list = field(default_factory=list)
+    attachments: list[tuple[str, str, Any]] = field(default_factory=list)  # (name, body, attachment type)
+    timing: tuple[int, int] | None = None  # start, stop in ms since the epoch
+
+
 def label(request: Any, case: Any, expectation_set: str, broker_name: str) -> None:
     """Apply the case's labels, title, description and source link to the running Allure test.
 
-    ``request`` is unused (kept for callers); a no-op when Allure is not recording.
+    ``request`` is unused (kept for callers); a no-op when Allure is not recording. The title and
+    description are also kept for :class:`CaseResultHook`, since allure-pytest resets both after set-up.
     """
-    allure.dynamic.title(f"{case.id} [{expectation_set}] {case.title}")
+    title = f"{case.id} [{expectation_set}] {case.title}"
+    hook = active_hook()
+    if hook is not None:
+        pending = hook.pending_case(case_key(case.id, expectation_set, broker_name))
+        pending.title, pending.description = title, description(case, expectation_set)
+    allure.dynamic.title(title)
     allure.dynamic.epic(expectation_set)
     allure.dynamic.feature(case.table)
     allure.dynamic.story(f"row {case.source.row}")
@@ -104,23 +136,32 @@ def source_link(case: Any) -> str:
 
 
 def attach_evidence(verdict: str, expected: Any, observed: Any, frames_text: str, frames_json: str,
-                    frames: list | None = None, log_tail: str | None = None, key: str | None = None) -> None:
+                    frames: list | None = None, log_tail: str | None = None, key: str | None = None,
+                    timing: tuple[int, int] | None = None) -> None:
     """Attach the verdict tag, expected vs observed (JSON), the frame log (text and JSON) and the log tail.
 
-    ``frames`` (the case's ``(party, Frame)`` log) become one step per exchange when the result labelled
-    with ``key`` (:func:`case_key`) is written; ``log_tail`` (the broker's log, already free of secrets)
-    is attached when given.
+    With ``key`` (:func:`case_key`) and Allure recording, the attachments, ``frames`` (the case's ``(party,
+    Frame)`` log, one step per exchange) and ``timing`` (start and stop, ms since the epoch) are put on
+    the result labelled with ``key`` when it is written, whichever pytest phase ran the case; without a
+    key they are attached where allure attaches now. ``log_tail`` (the broker's log, already free of
+    secrets) is attached when given.
     """
     allure.dynamic.tag(verdict)
-    allure.attach(json.dumps({"verdict": verdict, "expected": expected, "observed": observed}, indent=2),
-                  name="expected vs observed", attachment_type=allure.attachment_type.JSON)
-    allure.attach(frames_text, name="frame log", attachment_type=allure.attachment_type.TEXT)
-    allure.attach(frames_json, name="frame log (JSON)", attachment_type=allure.attachment_type.JSON)
+    attachments = [("expected vs observed", json.dumps({"verdict": verdict, "expected": expected,
+                                                         "observed": observed}, indent=2),
+                    allure.attachment_type.JSON),
+                   ("frame log", frames_text, allure.attachment_type.TEXT),
+                   ("frame log (JSON)", frames_json, allure.attachment_type.JSON)]
     if log_tail:
-        allure.attach(log_tail, name="broker log (tail)", attachment_type=allure.attachment_type.TEXT)
+        attachments.append(("broker log (tail)", log_tail, allure.attachment_type.TEXT))
     hook = active_hook()
-    if hook is not None and frames and key is not None:
-        hook.pending_frames[key] = frames
+    if hook is None or key is None:
+        for name, body, kind in attachments:
+            allure.attach(body, name=name, attachment_type=kind)
+        return
+    pending = hook.pending_case(key)
+    pending.verdict, pending.attachments, pending.timing = verdict, attachments, timing
+    pending.frames = list(frames or [])
 
 
 class CaseResultHook:
@@ -129,15 +170,21 @@ class CaseResultHook:
     name = "amqp_conformance_results"
 
     def __init__(self) -> None:
-        self.pending_frames: dict[str, list] = {}
+        self.pending: dict[str, PendingCase] = {}
+
+    def pending_case(self, key: str) -> PendingCase:
+        """The pending additions of the case run labelled ``key`` (made empty on first use)."""
+        return self.pending.setdefault(key, PendingCase())
 
     @allure_commons.hookimpl(tryfirst=True)
     def report_result(self, result: Any) -> None:
-        """Set testCaseId, historyId, parameters, suites and exchange steps of a case's result."""
+        """Set ids, parameters, suites, title, description, attachments, times, steps and the NON-STRICT
+        status of a case's result."""
         key = next((lbl.value for lbl in result.labels if lbl.name == KEY_LABEL), None)
         if key is None:
             return
-        frames = self.pending_frames.pop(key, None)
+        pending = self.pending.pop(key, PendingCase())
+        frames = pending.frames
         case_id, expectation_set, broker = json.loads(key)
         result.testCaseId = case_id
         result.historyId = history_id(case_id, expectation_set, broker)
@@ -148,11 +195,27 @@ class CaseResultHook:
         result.labels = [lbl for lbl in result.labels if lbl.name not in (KEY_LABEL, "suite", "subSuite")]
         table = case_id.split("/", 1)[0]
         result.labels += [Label(name="suite", value=table), Label(name="subSuite", value=expectation_set)]
+        if pending.title:
+            result.name = pending.title
+        if pending.description:
+            result.description = pending.description
+        if pending.timing:
+            result.start, result.stop = pending.timing
+        result.attachments = list(result.attachments) + [_write_attachment(*a) for a in pending.attachments]
         if frames:
             result.steps = allure_steps.step_results(allure_steps.exchanges(frames)) + list(result.steps)
         details = result.statusDetails
         if details is not None and details.message and FRAME_LOG_MARK in details.message:
             details.message = details.message.split(FRAME_LOG_MARK, 1)[0] + FRAME_LOG_NOTE
+        if pending.verdict == "NON-STRICT" and result.status == Status.SKIPPED:
+            result.status = Status.FAILED  # a declared deviation still counts against the broker in the overview
+
+
+def _write_attachment(name: str, body: str, kind: Any) -> Attachment:
+    """Write ``body`` through allure's public ``report_attached_data`` hook; returns the result's entry."""
+    file_name = ATTACHMENT_PATTERN.format(prefix=uuid.uuid4(), ext=kind.extension)
+    allure_commons.plugin_manager.hook.report_attached_data(body=body, file_name=file_name)
+    return Attachment(name=name, source=file_name, type=kind.mime_type)
 
 
 def active_hook() -> CaseResultHook | None:
