@@ -3,8 +3,11 @@
 :func:`render_allure` merges the ``allure-results/`` of one or more run directories into a staging
 directory with one ``categories.json``, one ``environment.properties`` (values of several runs joined),
 an ``executor.json`` (report name and build order, so trend points are numbered) and the ``history/`` of
-the report rendered before into the same place, then runs ``allure generate``. Rendering again into the
-same ``--out`` therefore extends the trend graphs by one point; nothing in the run directories is changed.
+the report rendered before into the same place, then runs ``allure generate`` twice: once into
+``allure-report/`` (a static site that loads its data over HTTP: ``allure open`` serves it; it keeps the
+``history/`` the next render's trends grow from) and once with ``--single-file`` into
+``allure-report.html`` (everything in one page, which opens straight from disk). Rendering again into
+the same ``--out`` therefore extends the trend graphs by one point; nothing in the run directories is changed.
 
 The Allure command line is the npm package ``allure-commandline`` (it needs Java 17 or later); when it
 is missing :class:`AllureMissing` says, in one line, how to install it.
@@ -25,6 +28,7 @@ ALLURE_ENV = "AMQP_CONFORMANCE_ALLURE"
 INSTALL_HINT = (f"install it with 'npm install -g allure-commandline' (it needs Java 17 or later), "
                 f"or set {ALLURE_ENV} to the allure executable")
 REPORT_DIR = "allure-report"
+SINGLE_FILE = "allure-report.html"
 RUN_FILES = {"categories.json", "environment.properties", "executor.json", "history"}
 
 
@@ -116,7 +120,8 @@ def stage(dirs: list[Path], previous_report: Path, staging: Path) -> int:
 
 
 def render_allure(results_dirs: list[Path], out_dir: Path, timeout: float = 600.0) -> Path:
-    """Render the runs' Allure results into ``out_dir/allure-report`` and return that directory.
+    """Render the runs' Allure results into ``out_dir/allure-report`` and return that directory; the same
+    report as one page that opens from disk goes to ``out_dir/allure-report.html``.
 
     The previous report there (if any) lends its ``history/`` to the new one, so trends grow across
     renders. Raises :class:`AllureMissing` when the Allure command line is absent and
@@ -128,19 +133,29 @@ def render_allure(results_dirs: list[Path], out_dir: Path, timeout: float = 600.
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / REPORT_DIR
     with tempfile.TemporaryDirectory(prefix=".allure-staging-", dir=out_dir) as tmp:
-        staging = Path(tmp)
+        staging = Path(tmp) / "results"
+        staging.mkdir()
         stage(dirs, report, staging)
-        try:
-            done = subprocess.run([allure, "generate", "--clean", "-o", str(report), str(staging)],
-                                  capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise RenderFailed(f"allure generate did not finish within {timeout:.0f} s") from None
-        except OSError as exc:
-            raise AllureMissing(f"cannot run {allure}: {exc.strerror}; {INSTALL_HINT}") from None
-    if done.returncode != 0 or not (report / "index.html").is_file():
+        _generate(allure, staging, report, [], timeout)
+        single = Path(tmp) / "single"
+        _generate(allure, staging, single, ["--single-file"], timeout)
+        shutil.move(str(single / "index.html"), str(out_dir / SINGLE_FILE))
+    return report
+
+
+def _generate(allure: str, staging: Path, target: Path, options: list[str], timeout: float) -> None:
+    """``allure generate --clean OPTIONS -o TARGET STAGING``; raises :class:`RenderFailed` or
+    :class:`AllureMissing` (one line) when it cannot run, fails or writes no ``index.html``."""
+    try:
+        done = subprocess.run([allure, "generate", "--clean", *options, "-o", str(target), str(staging)],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RenderFailed(f"allure generate did not finish within {timeout:.0f} s") from None
+    except OSError as exc:
+        raise AllureMissing(f"cannot run {allure}: {exc.strerror}; {INSTALL_HINT}") from None
+    if done.returncode != 0 or not (target / "index.html").is_file():
         detail = (done.stderr or done.stdout).strip().splitlines()
         raise RenderFailed(f"allure generate failed (exit {done.returncode}): {detail[-1] if detail else 'no output'}")
-    return report
 
 
 def archive_previous(out_dir: Path, archive: str = "allure-archive") -> Path | None:

@@ -49,8 +49,9 @@ def add_report_extension_arguments(parser: argparse.ArgumentParser) -> None:
 def run_report_extensions(args: argparse.Namespace) -> int | None:
     """Hook: run the renderers asked for by the arguments of :func:`add_report_extension_arguments`.
 
-    ``--allure`` renders the Allure report into OUT/allure-report (OUT defaults to the first RUN_DIR) and
-    stops there (exit 0); raises the CLI's usage error when the Allure command line is missing.
+    ``--allure`` renders the Allure report into OUT/allure-report and OUT/allure-report.html (one file
+    that opens from disk; OUT defaults to the first RUN_DIR) and stops there (exit 0); raises the CLI's
+    usage error when the Allure command line is missing.
     """
     if not getattr(args, "allure", False):
         return None
@@ -64,7 +65,11 @@ def run_report_extensions(args: argparse.Namespace) -> int | None:
         report = render_allure([Path(d) for d in args.run_dirs], out)
     except (AllureMissing, RenderFailed) as exc:
         raise Usage(str(exc)) from None
-    print(f"allure report: {report / 'index.html'} (view it with: allure open {report})")
+    from amqp_conformance.reports.allure_render import SINGLE_FILE
+
+    print(f"allure report: {out / SINGLE_FILE} (one file: open it from disk in any browser)")
+    print(f"               {report / 'index.html'} (with its history for the trends; view it with: allure open "
+          f"{report})")
     return 0
 
 
