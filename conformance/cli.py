@@ -10,8 +10,6 @@ import argparse
 import json
 import shutil
 import sys
-import textwrap
-from collections import Counter
 from pathlib import Path
 
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
@@ -19,8 +17,8 @@ from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
-from amqp_conformance.fixtures.verdict import VERDICT_NAMES, Verdict
-from amqp_conformance.reports.records import new_run_id, read_results
+from amqp_conformance.fixtures.verdict import Verdict
+from amqp_conformance.reports.records import new_run_id, read_not_applicable, read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
 
@@ -82,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="time budget of the whole run; then remaining cases are ERROR (default: from case count)")
     run.add_argument("--repeat", type=int, default=1, metavar="N",
                      help="run the selected cases N times and report any case whose verdict varies (exit 1)")
+    run.add_argument("--junit", metavar="FILE", help="also write the run's verdicts as JUnit XML to FILE "
+                                                     "(FAIL a failure, ERROR an error)")
     run.set_defaults(func=cmd_run)
 
     cases = commands.add_parser("cases", help="list the case catalogue")
@@ -170,12 +170,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
         code = pytest.main(pytest_args)
     results = [r for r in read_results(out) if r.get("run_id") in run_ids]
+    not_applicable = [n for n in read_not_applicable(out) if n.get("run_id") in run_ids]
     if code == pytest.ExitCode.NO_TESTS_COLLECTED or (code == 0 and not results):
-        raise Usage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''} for broker "
-                    f"{choice.name!r}; list the cases with 'amqp-conformance cases'")
+        raise Usage(no_case_message(args.keyword, choice.name, not_applicable))
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and not results:
         return 2
-    print_summary(results, out)
+    write_run_reports(results, not_applicable, out, Path(args.junit) if args.junit else None)
     from amqp_conformance.fixtures.broker_status import stale_deviations
 
     stale = stale_deviations(results)
@@ -190,50 +190,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
-def print_summary(results: list[dict], out: Path, width: int | None = None) -> None:
-    """Counts per verdict; one line per FAIL, ERROR and NON-STRICT case (case id, expectation set, first
-    line of the reason); stale deviations; the output paths and the command that renders the Allure report.
+def no_case_message(keyword: str | None, broker: str, not_applicable: list[dict]) -> str:
+    """The usage line when nothing ran: no case matched, or those that matched have no claimed set."""
+    selection = f" -k {keyword!r}" if keyword else ""
+    if not_applicable:
+        cases = sorted({n["case_id"] for n in not_applicable})
+        sets = sorted({s for n in not_applicable for s in n.get("case_expectation_sets") or []})
+        return (f"{len(cases)} case(s) matched{selection}, but none has an expectation set that profile "
+                f"{not_applicable[0]['profile']!r} claims (they have {', '.join(sets)}; it claims "
+                f"{', '.join(not_applicable[0]['claimed'])}); choose another selection or --profile")
+    return f"no case matched{selection} for broker {broker!r}; list the cases with 'amqp-conformance cases'"
 
-    Lines are cut to ``width`` (default: the terminal's, kept between 80 and 120 columns).
-    """
+
+def write_run_reports(results: list[dict], not_applicable: list[dict], out: Path, junit: Path | None,
+                      width: int | None = None) -> None:
+    """Print the run's summary and write ``OUT/summary.html`` (and the JUnit XML to ``junit`` when given)."""
+    from amqp_conformance.reports.run_junit import run_junit
+    from amqp_conformance.reports.summary import render_text, summarize
+    from amqp_conformance.reports.summary_html import render_html
+
+    summary = summarize(results, not_applicable)
+    outputs = {"results": out / "results.jsonl", "frames": out / "frames.jsonl", "summary": out / "summary.html"}
+    (out / "summary.html").write_text(render_html(summary), encoding="utf-8")
+    if junit is not None:
+        try:
+            junit.parent.mkdir(parents=True, exist_ok=True)
+            junit.write_text(run_junit(results), encoding="utf-8")
+        except OSError as exc:
+            raise Usage(f"cannot write --junit {junit}: {exc.strerror}; choose another file") from None
+        outputs["junit"] = junit
+    outputs["allure"] = out / "allure-results"
     width = width or min(max(shutil.get_terminal_size((100, 24)).columns, 80), 120)
-
-    def fit(line: str) -> str:
-        return line if len(line) <= width else line[:width - 1] + "…"
-
-    counts = Counter(r["verdict"] for r in results)
-    print()
-    counted = ", ".join(f"{counts[v]} {v}" for v in VERDICT_NAMES if counts[v])
-    print("\n".join(textwrap.wrap(f"verdicts ({len(results)} case runs): {counted}", width, subsequent_indent="  ")))
-    listed = [r for v in ("FAIL", "ERROR", "NON-STRICT") for r in results if r["verdict"] == v]
-    if listed:
-        print("failing and deviating cases:")
-    for record in listed:
-        reason = (record.get("reason") or "").strip().splitlines()
-        print(fit(f"  {record['verdict']:<10} {record['case_id']} [{record['expectation_set']}]  "
-                  f"{reason[0] if reason else ''}"))
-    sections = (
-        ("stale deviations (declared in the profile, no longer deviating):", "STALE", "stale_deviation",
-         lambda r: "the profile declares a deviation that no longer occurs: remove it from the profile"),
-        ("declared deviations that did not match what was observed (FAIL):", "UNMATCHED", "deviation_unmatched",
-         lambda r: "; ".join(r["deviation_unmatched"])),
-    )
-    for title, label, key, says in sections:
-        marked = [r for r in results if r.get(key)]
-        if marked:
-            print(title)
-        for record in marked:
-            print(fit(f"  {label:<11} {record['case_id']} [{record['expectation_set']}] {says(record)}"))
-    quiet = [f"{counts[v]} {v}" for v in ("UNSUPPORTED", "INFO") if counts[v]]
-    if quiet:
-        print(fit(f"not listed: {', '.join(quiet)} (reasons: results.jsonl, Allure report)"))
-    for record in results:
-        if record.get("run_stopped"):
-            print(f"run stopped: {record['run_stopped']} (its reason has the broker's log tail)")
-    print(f"results: {out / 'results.jsonl'}")
-    print(f"frames:  {out / 'frames.jsonl'}")
-    print(f"allure:  {out / 'allure-results'}")
-    print(f"render:  amqp-conformance report --allure {out}")
+    print(render_text(summary, outputs, width))
+    print(f"render:  amqp-conformance report --allure {out}  (the Allure report; one file that opens from disk)")
 
 
 def cmd_cases(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from amqp_conformance.peers.frames import Frame, to_jsonable
 
 RESULTS_FILE = "results.jsonl"
 FRAMES_FILE = "frames.jsonl"
+NOT_APPLICABLE_FILE = "not-applicable.jsonl"
 
 
 def new_run_id() -> str:
@@ -76,6 +77,29 @@ def _append(handle: BinaryIO, data: bytes) -> None:
     while view:
         written = handle.write(view)
         view = view[written or 0:]
+
+
+def not_applicable_record(run_id: str, case: Any, expectation_set: str, profile: str,
+                          claimed: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The ``not-applicable.jsonl`` record of a selected (row, expectation set) that gets no run because the
+    profile does not claim the set: the case, its table and sets, the profile and what it claims."""
+    return {"run_id": run_id, "case_id": case.id, "table": case.table, "expectation_set": expectation_set,
+            "case_expectation_sets": list(case.expectation_sets), "profile": profile, "claimed": list(claimed)}
+
+
+def write_not_applicable(out_dir: Path, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` to ``out_dir/not-applicable.jsonl`` in one write (lines stay whole)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / NOT_APPLICABLE_FILE).open("ab", buffering=0) as handle:
+        _append(handle, "".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
+
+
+def read_not_applicable(run_dir: Path) -> list[dict[str, Any]]:
+    """The not-applicable records of a run directory, in order ([] when there are none)."""
+    path = run_dir / NOT_APPLICABLE_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def read_results(run_dir: Path) -> list[dict[str, Any]]:
