@@ -7,7 +7,9 @@ not reachable, no case selected), always with one line that says what to do and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -20,6 +22,7 @@ from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
 from amqp_conformance.fixtures.verdict import VERDICT_NAMES, Verdict
+from amqp_conformance.peers.address import BrokerAddress
 from amqp_conformance.reports.records import new_run_id, read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
@@ -52,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("amqp-conformance: interrupted", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``cases | head``): stop quietly, as other Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not raise again
+        return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,14 +131,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise Usage("--repeat must be at least 1")
     choice = resolve(args.broker, args.url, args.profile)
+    tls = checked_tls_files(choice.url, args.ca, args.cert, args.key)  # raises UsageProblem (exit 2)
     if choice.url is not None:
-        from amqp_conformance.fixtures.brokers import check_reachable
-
-        check_reachable(choice.url)
+        _preflight(dataclasses.replace(choice.url, tls=tls) if tls is not None else choice.url)
     if choice.spec is not None and not any(launcher.available()[0] for launcher in choice.spec.launchers):
         choice.start()  # no launcher can start it: raises UsageProblem naming each one's reason
     choice.prepare()  # installs what its launcher needs (e.g. from Maven Central), with progress, before pytest
-    checked_tls_files(choice.url, args.ca, args.cert, args.key)  # raises UsageProblem (exit 2)
     tls_args = []
     for option in ("ca", "cert", "key"):
         if getattr(args, option) is not None:
@@ -141,11 +146,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise Usage(f"cannot write to --out {out}: {exc.strerror}; choose another directory") from None
-    from amqp_conformance.reports.allure_render import archive_previous
-
-    archived = archive_previous(out)
-    if archived is not None:
-        print(f"earlier Allure results of {out} moved to {archived}")
     run_id = new_run_id()
     pytest_args = [str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"), "--rootdir", str(CONFORMANCE_DIR),
                    "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / "allure-results"),
@@ -169,6 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
         pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
         code = pytest.main(pytest_args)
+        if "--amqp-append" not in pytest_args:  # the first moved an earlier run away; the others add to it
+            pytest_args.append("--amqp-append")
     results = [r for r in read_results(out) if r.get("run_id") in run_ids]
     if code == pytest.ExitCode.NO_TESTS_COLLECTED or (code == 0 and not results):
         raise Usage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''} for broker "
@@ -188,6 +190,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("exit 1: a test failed without recording a result (a harness crash): see the pytest output above")
         blocking = True
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
+
+
+def _preflight(address: BrokerAddress) -> None:
+    """One AMQP handshake with the broker at ``address`` before any case; :class:`Usage` (exit 2) naming what
+    answered when it is no AMQP 1.0 broker the harness can log in to."""
+    from amqp_conformance.fixtures.preflight import PreflightFailed, preflight
+
+    try:
+        product = preflight(address)
+    except PreflightFailed as exc:
+        raise Usage(str(exc)) from None
+    print(f"pre-flight: {address.url} speaks AMQP 1.0{f' ({product})' if product else ''}")
 
 
 def print_summary(results: list[dict], out: Path, width: int | None = None) -> None:
