@@ -19,6 +19,7 @@ from pathlib import Path
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
 from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
+from amqp_conformance.fixtures.baseline import BaselineUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
 from amqp_conformance.fixtures.verdict import VERDICT_NAMES, Verdict
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (Usage, UsageProblem, TableError, SelftestUsage) as exc:
+    except (Usage, UsageProblem, TableError, SelftestUsage, BaselineUsage) as exc:
         print(f"amqp-conformance: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -117,10 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     brokers.set_defaults(func=cmd_brokers)
 
     from amqp_conformance.conformance import selftest
+    from amqp_conformance.fixtures import baseline, doctor
     from amqp_conformance.reports.cli_report import add_report_parser
 
     selftest.add_parser(commands)
     add_report_parser(commands)
+    baseline.add_parser(commands)
+    doctor.add_parser(commands)
     return parser
 
 
