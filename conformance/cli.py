@@ -7,7 +7,9 @@ not reachable, no case selected), always with one line that says what to do and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -15,9 +17,11 @@ from pathlib import Path
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
 from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
+from amqp_conformance.fixtures.baseline import BaselineUsage
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
 from amqp_conformance.fixtures.verdict import Verdict
+from amqp_conformance.peers.address import BrokerAddress
 from amqp_conformance.reports.records import new_run_id, read_not_applicable, read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
@@ -44,12 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (Usage, UsageProblem, TableError, SelftestUsage) as exc:
+    except (Usage, UsageProblem, TableError, SelftestUsage, BaselineUsage) as exc:
         print(f"amqp-conformance: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("amqp-conformance: interrupted", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``cases | head``): stop quietly, as other Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not raise again
+        return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,10 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     brokers.set_defaults(func=cmd_brokers)
 
     from amqp_conformance.conformance import selftest
+    from amqp_conformance.fixtures import baseline, doctor
     from amqp_conformance.reports.cli_report import add_report_parser
 
     selftest.add_parser(commands)
     add_report_parser(commands)
+    baseline.add_parser(commands)
+    doctor.add_parser(commands)
     return parser
 
 
@@ -124,14 +135,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise Usage("--repeat must be at least 1")
     choice = resolve(args.broker, args.url, args.profile)
+    tls = checked_tls_files(choice.url, args.ca, args.cert, args.key)  # raises UsageProblem (exit 2)
     if choice.url is not None:
-        from amqp_conformance.fixtures.brokers import check_reachable
-
-        check_reachable(choice.url)
+        _preflight(dataclasses.replace(choice.url, tls=tls) if tls is not None else choice.url)
     if choice.spec is not None and not any(launcher.available()[0] for launcher in choice.spec.launchers):
         choice.start()  # no launcher can start it: raises UsageProblem naming each one's reason
     choice.prepare()  # installs what its launcher needs (e.g. from Maven Central), with progress, before pytest
-    checked_tls_files(choice.url, args.ca, args.cert, args.key)  # raises UsageProblem (exit 2)
     tls_args = []
     for option in ("ca", "cert", "key"):
         if getattr(args, option) is not None:
@@ -141,11 +150,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise Usage(f"cannot write to --out {out}: {exc.strerror}; choose another directory") from None
-    from amqp_conformance.reports.allure_render import archive_previous
-
-    archived = archive_previous(out)
-    if archived is not None:
-        print(f"earlier Allure results of {out} moved to {archived}")
     run_id = new_run_id()
     pytest_args = [str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"), "--rootdir", str(CONFORMANCE_DIR),
                    "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / "allure-results"),
@@ -169,10 +173,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     for repeat_id in run_ids:  # one pytest session per repetition, each its own run id in the same records
         pytest_args[pytest_args.index("--amqp-run-id") + 1] = repeat_id
         code = pytest.main(pytest_args)
+        if "--amqp-append" not in pytest_args:  # the first moved an earlier run away; the others add to it
+            pytest_args.append("--amqp-append")
     results = [r for r in read_results(out) if r.get("run_id") in run_ids]
     not_applicable = [n for n in read_not_applicable(out) if n.get("run_id") in run_ids]
     if code == pytest.ExitCode.NO_TESTS_COLLECTED or (code == 0 and not results):
-        raise Usage(no_case_message(args.keyword, choice.name, not_applicable))
+        raise Usage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''} for broker "
+                    f"{choice.name!r}; list the cases with 'amqp-conformance cases'")
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and not results:
         return 2
     write_run_reports(results, not_applicable, out, Path(args.junit) if args.junit else None)
@@ -190,16 +197,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if blocking or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 0
 
 
-def no_case_message(keyword: str | None, broker: str, not_applicable: list[dict]) -> str:
-    """The usage line when nothing ran: no case matched, or those that matched have no claimed set."""
-    selection = f" -k {keyword!r}" if keyword else ""
-    if not_applicable:
-        cases = sorted({n["case_id"] for n in not_applicable})
-        sets = sorted({s for n in not_applicable for s in n.get("case_expectation_sets") or []})
-        return (f"{len(cases)} case(s) matched{selection}, but none has an expectation set that profile "
-                f"{not_applicable[0]['profile']!r} claims (they have {', '.join(sets)}; it claims "
-                f"{', '.join(not_applicable[0]['claimed'])}); choose another selection or --profile")
-    return f"no case matched{selection} for broker {broker!r}; list the cases with 'amqp-conformance cases'"
+def _preflight(address: BrokerAddress) -> None:
+    """One AMQP handshake with the broker at ``address`` before any case; :class:`Usage` (exit 2) naming what
+    answered when it is no AMQP 1.0 broker the harness can log in to."""
+    from amqp_conformance.fixtures.preflight import PreflightFailed, preflight
+
+    try:
+        product = preflight(address)
+    except PreflightFailed as exc:
+        raise Usage(str(exc)) from None
+    print(f"pre-flight: {address.url} speaks AMQP 1.0{f' ({product})' if product else ''}")
 
 
 def write_run_reports(results: list[dict], not_applicable: list[dict], out: Path, junit: Path | None,

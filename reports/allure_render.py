@@ -156,24 +156,3 @@ def _generate(allure: str, staging: Path, target: Path, options: list[str], time
     if done.returncode != 0 or not (target / "index.html").is_file():
         detail = (done.stderr or done.stdout).strip().splitlines()
         raise RenderFailed(f"allure generate failed (exit {done.returncode}): {detail[-1] if detail else 'no output'}")
-
-
-def archive_previous(out_dir: Path, archive: str = "allure-archive") -> Path | None:
-    """Move an earlier run's ``out_dir/allure-results`` to ``out_dir/allure-archive/<its run id>/``.
-
-    Called before a run writes into a reused ``--out``: the new run's Allure results stand alone (so a
-    render shows this run, and the trend comes from the previous report's history), while the earlier
-    results are kept, not wiped. Returns where they went, or None when there was nothing to move.
-    """
-    current = Path(out_dir) / "allure-results"
-    if not current.is_dir() or not any(current.iterdir()):
-        return None
-    run_id = read_properties(current / "environment.properties").get("run.id") or "run-unknown"
-    target = Path(out_dir) / archive / run_id
-    suffix = 1
-    while target.exists():
-        suffix += 1
-        target = Path(out_dir) / archive / f"{run_id}.{suffix}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(current), str(target))
-    return target

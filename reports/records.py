@@ -1,6 +1,7 @@
 """Result records: ``results.jsonl`` (one line a case) and ``frames.jsonl`` (one line a frame).
 
-Lines are appended and flushed as each case ends, so an interrupted run keeps every finished case.
+Lines are appended and flushed as each case ends, so an interrupted run keeps every finished case; a run
+writes only into files of its own (an earlier run's move away first: :mod:`.run_dir`).
 Nothing here can hold a password: broker URLs are written redacted and SASL frames are masked at
 capture (:func:`amqp_conformance.peers.frames.redact_frame`).
 """
@@ -95,16 +96,16 @@ def write_not_applicable(out_dir: Path, records: list[dict[str, Any]]) -> None:
 
 
 def read_not_applicable(run_dir: Path) -> list[dict[str, Any]]:
-    """The not-applicable records of a run directory, in order ([] when there are none)."""
-    path = run_dir / NOT_APPLICABLE_FILE
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The not-applicable records of a run directory, in order ([] when there are none; a line that is not a
+    whole record is skipped with a warning, as for the results)."""
+    from .run_dir import read_json_lines
+
+    return read_json_lines(run_dir / NOT_APPLICABLE_FILE)
 
 
 def read_results(run_dir: Path) -> list[dict[str, Any]]:
-    """The result records of a run directory, in order."""
-    path = run_dir / RESULTS_FILE
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The result records of a run directory, in order; a line that is not a whole record (a killed run's
+    last) is skipped with a warning on stderr, never a crash."""
+    from .run_dir import read_json_lines
+
+    return read_json_lines(run_dir / RESULTS_FILE)
