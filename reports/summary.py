@@ -154,7 +154,8 @@ def _profiles(records: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> t
 
 
 def render_text(summary: RunSummary, outputs: dict[str, Path] | None = None, width: int = 100) -> str:
-    """The summary as terminal text no wider than ``width`` (reasons and case lists wrapped, never cut).
+    """The summary as terminal text no wider than ``width`` (reasons and case lists wrapped, never cut), except
+    where one word (a URL) is longer than a line: it stays whole on a line of its own, so it can be copied.
 
     ``outputs``: label -> path lines printed at the end (results, frames, the HTML summary, ...).
     """
@@ -162,7 +163,7 @@ def render_text(summary: RunSummary, outputs: dict[str, Path] | None = None, wid
 
     def wrap(text: str, indent: str = "", first: str | None = None) -> None:
         out.extend(textwrap.wrap(text, width, initial_indent=indent if first is None else first,
-                                 subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [""])
+                                 subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [""])
 
     out.append("")
     wrap(f"broker: {'; '.join(summary.brokers)}", "  ", "")
