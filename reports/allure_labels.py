@@ -25,6 +25,7 @@ Allure's overview leaves out of its percentage, so it is made "failed" and filed
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 
 import allure
 import allure_commons
-from allure_commons.model2 import ATTACHMENT_PATTERN, Attachment, Label, Parameter, Status
+from allure_commons.model2 import ATTACHMENT_PATTERN, Attachment, Label, Parameter, Status, TestStepResult
 from allure_commons.utils import md5
 
 from . import allure_steps
@@ -75,6 +76,26 @@ FRAME_LOG_NOTE = "\n(frame log: the steps below, one per exchange, and the 'fram
 
 # A private label carrying the case's key from the call phase to report_result, removed there.
 KEY_LABEL = "amqp-conformance-key"
+# A case's evidence in Allure (steps, frame log text and JSON) shows at most this many frames, its first and
+# last halves: a case of 65,000 transfers (a broker granting the credit of a delivery-count wrap-around) would
+# otherwise weigh tens of megabytes in the report. frames.jsonl always keeps every frame.
+MAX_ALLURE_FRAMES = 2000
+
+
+def capped(items: list, limit: int | None = None) -> tuple[list, list, int]:
+    """``(head, tail, omitted)``: all of ``items`` in ``head`` when there are at most ``limit`` (default
+    :data:`MAX_ALLURE_FRAMES`), else the first and the last ``limit // 2`` and how many between them are left
+    out."""
+    limit = MAX_ALLURE_FRAMES if limit is None else limit
+    if len(items) <= limit:
+        return list(items), [], 0
+    half = limit // 2
+    return list(items[:half]), list(items[-half:]), len(items) - 2 * half
+
+
+def omitted_note(omitted: int, total: int) -> str:
+    """The line that stands for the frames :func:`capped` left out of the Allure evidence."""
+    return f"... {omitted:,} frames not shown here (the case has {total:,}; frames.jsonl holds every one) ..."
 
 
 def history_id(case_id: str, expectation_set: str, broker: str) -> str:
@@ -95,6 +116,8 @@ class PendingCase:
     description: str | None = None
     verdict: str | None = None
     frames: list = field(default_factory=list)
+    frames_after: list = field(default_factory=list)  # the last frames, after ``omitted`` left out
+    omitted: int = 0
     attachments: list[tuple[str, str, Any]] = field(default_factory=list)  # (name, body, attachment type)
     timing: tuple[int, int] | None = None  # start, stop in ms since the epoch
 
@@ -141,7 +164,8 @@ def attach_evidence(verdict: str, expected: Any, observed: Any, frames_text: str
     """Attach the verdict tag, expected vs observed (JSON), the frame log (text and JSON) and the log tail.
 
     With ``key`` (:func:`case_key`) and Allure recording, the attachments, ``frames`` (the case's ``(party,
-    Frame)`` log, one step per exchange) and ``timing`` (start and stop, ms since the epoch) are put on
+    Frame)`` log, one step per exchange; beyond :data:`MAX_ALLURE_FRAMES`, the first and last halves and a
+    step saying how many are left out between them) and ``timing`` (start and stop, ms since the epoch) are put on
     the result labelled with ``key`` when it is written, whichever pytest phase ran the case; without a
     key they are attached where allure attaches now. ``log_tail`` (the broker's log, already free of
     secrets) is attached when given.
@@ -161,7 +185,7 @@ def attach_evidence(verdict: str, expected: Any, observed: Any, frames_text: str
         return
     pending = hook.pending_case(key)
     pending.verdict, pending.attachments, pending.timing = verdict, attachments, timing
-    pending.frames = list(frames or [])
+    pending.frames, pending.frames_after, pending.omitted = capped(list(frames or []))
 
 
 class CaseResultHook:
@@ -203,12 +227,28 @@ class CaseResultHook:
             result.start, result.stop = pending.timing
         result.attachments = list(result.attachments) + [_write_attachment(*a) for a in pending.attachments]
         if frames:
-            result.steps = allure_steps.step_results(allure_steps.exchanges(frames)) + list(result.steps)
+            result.steps = _steps(pending) + list(result.steps)
         details = result.statusDetails
         if details is not None and details.message and FRAME_LOG_MARK in details.message:
             details.message = details.message.split(FRAME_LOG_MARK, 1)[0] + FRAME_LOG_NOTE
         if pending.verdict == "NON-STRICT" and result.status == Status.SKIPPED:
             result.status = Status.FAILED  # a declared deviation still counts against the broker in the overview
+
+
+def _steps(pending: PendingCase) -> list[Any]:
+    """The exchange steps of the case's frames; when frames were left out, a step between the first and the
+    last frames says how many."""
+    offset = time.time_ns() - time.monotonic_ns()
+    groups = allure_steps.exchanges(pending.frames)
+    steps = allure_steps.step_results(groups, offset)
+    if pending.omitted:
+        at = (groups[-1].stop_ns + offset) // 1_000_000
+        total = len(pending.frames) + pending.omitted + len(pending.frames_after)
+        steps.append(TestStepResult(name=omitted_note(pending.omitted, total), status=Status.PASSED,
+                                    stage="finished", start=at, stop=at))
+        steps += allure_steps.step_results(allure_steps.exchanges(pending.frames_after), offset,
+                                           origin_ns=groups[0].start_ns)
+    return steps
 
 
 def _write_attachment(name: str, body: str, kind: Any) -> Attachment:

@@ -177,15 +177,17 @@ def frame_line(frame: Frame, origin_ns: int) -> str:
     return f"+{(frame.t_ns - origin_ns) / 1e6:.3f}ms {ARROW.get(frame.direction, '?')} [{frame.channel}] {text}"
 
 
-def step_results(groups: list[Exchange], wall_offset_ns: int | None = None) -> list[Any]:
+def step_results(groups: list[Exchange], wall_offset_ns: int | None = None, origin_ns: int | None = None) \
+        -> list[Any]:
     """Allure ``TestStepResult`` objects: one step per exchange, one child step per frame, timed by the frames.
 
-    ``wall_offset_ns`` converts the frames' monotonic times to wall-clock time (default: measured now).
+    ``wall_offset_ns`` converts the frames' monotonic times to wall-clock time (default: measured now);
+    frame titles count from ``origin_ns`` (default: the first exchange's first frame).
     """
     from allure_commons.model2 import Status, TestStepResult
 
     offset = time.time_ns() - time.monotonic_ns() if wall_offset_ns is None else wall_offset_ns
-    origin = groups[0].start_ns if groups else 0
+    origin = origin_ns if origin_ns is not None else groups[0].start_ns if groups else 0
 
     def ms(t_ns: int) -> int:
         return (t_ns + offset) // 1_000_000
