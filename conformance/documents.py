@@ -62,6 +62,15 @@ def document_title(document: str) -> str:
     return DOCUMENT_TITLES.get(document, document)
 
 
+def source_title(document: str, heading: str) -> str:
+    """A document's title and the heading cited in it, ``·``-joined; the heading left out when empty or
+    when the title already says it (a document that is a single section)."""
+    title = document_title(document)
+    if not heading or heading.lower() in title.lower():
+        return title
+    return f"{title} · {heading}" if title else heading
+
+
 def row_columns(document: str, heading: str, row: str) -> list[tuple[str, str]]:
     """A UM guide row as (column, value) pairs, verbatim from the guide, leaving out columns whose value is
     ``N/A``; an empty list for any other document, heading or row (those rows carry their own labels)."""

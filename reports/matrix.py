@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from amqp_conformance.conformance.documents import document_title, row_label
+from amqp_conformance.conformance.documents import row_label, source_title
 from amqp_conformance.fixtures.verdict import VERDICT_NAMES as VERDICTS
 
 from .matrix_charts import broker_bars_svg, table_grid_html
@@ -143,7 +143,7 @@ def render_html(report: MatrixReport) -> str:
         headings = {row.get("source_heading") or "" for row in rows[table].values()}
         common = headings.pop() if len(headings) == 1 else ""
         document = _table_document(rows[table].values())
-        source = " · ".join(part for part in (document_title(document), common) if part)
+        source = source_title(document, common)
         out.append(f"<tr class=\"group\" data-table=\"{escape(table)}\"><th colspan=\"{3 + len(columns)}\" "
                    f"title=\"{escape(document)}\">{escape(table)}{' — ' + escape(source) if source else ''}</th></tr>")
         for case_id, expectation_set in sorted(rows[table], key=lambda k: (_case_sort(k[0]), k[1])):
@@ -335,7 +335,7 @@ def table_titles(cells: list[dict]) -> dict[str, str]:
     for table, mine in by_table.items():
         headings = {c.get("source_heading") or "" for c in mine}
         common = headings.pop() if len(headings) == 1 else ""
-        titles[table] = " · ".join(part for part in (document_title(_table_document(mine)), common) if part)
+        titles[table] = source_title(_table_document(mine), common)
     return titles
 
 

@@ -11,6 +11,35 @@ from html import escape
 
 PREFIX = "declared deviation: "
 MAX_CASES_SHOWN = 8
+HEADLINE_CHARS = 160
+
+
+def _cuts(text: str, mark: str, after: int = 0) -> list[int]:
+    """Where ``text`` may be cut at ``mark``: outside parentheses, not after an abbreviation (``e.g.``)."""
+    found, at = [], text.find(mark, after)
+    while at > 0:
+        before = text[:at]
+        if before.count("(") == before.count(")") and not before.endswith(("e.g", "i.e", "cf", "etc")):
+            found.append(at)
+        at = text.find(mark, at + 1)
+    return found
+
+
+def headline(reason: str) -> str:
+    """The gist of a reason, to read at a glance: its first sentence; when that is longer than
+    :data:`HEADLINE_CHARS`, up to its first colon or semicolon past the 20th character, else cut at a word
+    with an ellipsis. Cuts fall outside parentheses. Never empty for a non-empty reason; the page shows the
+    whole reason beside it on demand."""
+    text = reason.strip()
+    sentences = _cuts(text, ". ")
+    first = text[:sentences[0]] if sentences else text.rstrip(".")
+    if len(first) <= HEADLINE_CHARS:
+        return first
+    for mark in (": ", "; "):
+        cuts = [at for at in _cuts(first, mark, 20) if at <= HEADLINE_CHARS]
+        if cuts:
+            return first[:cuts[0]]
+    return first[:HEADLINE_CHARS].rsplit(" ", 1)[0] + "…"
 
 
 def deviation_reasons(cells: list[dict]) -> list[dict]:
@@ -33,8 +62,9 @@ def deviation_reasons(cells: list[dict]) -> list[dict]:
 
 
 def deviations_html(cells: list[dict]) -> str:
-    """The reasons as an HTML table (``#deviation-reasons``): broker, how many cells, the reason, the cases
-    (the first :data:`MAX_CASES_SHOWN`, the rest counted); a sentence when nothing deviates."""
+    """The reasons as an HTML table (``#deviation-reasons``): broker, how many cells, the reason's
+    :func:`headline` (the whole reason and its reference unfold under it, no script needed), the cases (the
+    first :data:`MAX_CASES_SHOWN`, the rest counted); a sentence when nothing deviates."""
     rows = deviation_reasons(cells)
     if not rows:
         return ('<p id="deviation-reasons" class="meta">No broker deviates as its profile declares '
@@ -45,9 +75,12 @@ def deviations_html(cells: list[dict]) -> str:
         shown = row["cases"][:MAX_CASES_SHOWN]
         more = len(row["cases"]) - len(shown)
         cases = ", ".join(escape(c) for c in shown) + (f" and {more} more" if more else "")
+        gist = headline(row["reason"])
+        reason = escape(gist) if gist == row["reason"].strip().rstrip(".") else (
+            f"<details><summary>{escape(gist)}</summary>{escape(row['reason'])}</details>")
         out.append(f'<tr data-broker="{escape(row["broker"])}"><th>{escape(row["broker"])} '
                    f'<span class="meta">{escape(", ".join(row["versions"]))}</span></th>'
-                   f'<td class="num">{len(row["cases"])}</td><td class="reason">{escape(row["reason"])}</td>'
+                   f'<td class="num">{len(row["cases"])}</td><td class="reason">{reason}</td>'
                    f'<td class="cases">{cases}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
