@@ -100,7 +100,7 @@ tr.group th{background:#37474f;color:#fff;font-size:13px}
 .log pre{margin:0;padding:6px;font-size:11px;white-space:pre-wrap;font-family:"DejaVu Sans Mono",monospace}
 .log:target{outline:3px solid #ff9800}
 td.src{max-width:420px;font-size:12px}table.grid td{min-width:96px;font-size:12px}table.grid th{font-size:12px}
-#deviation-reasons td.reason{max-width:520px}#deviation-reasons td.cases{max-width:420px;font-size:12px}
+td.reason{max-width:520px}td.cases{max-width:420px;font-size:12px}
 svg.plot{display:block;max-width:100%;height:auto}
 """ + "".join(f"td.v-{v.replace('-', '_')},.chip.v-{v.replace('-', '_')}{{background:{bg};color:{fg}}}"
               for v, (bg, fg) in COLOURS.items())

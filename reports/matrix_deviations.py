@@ -11,6 +11,7 @@ from html import escape
 
 PREFIX = "declared deviation: "
 MAX_CASES_SHOWN = 8
+MAX_REASONS_SHOWN = 10
 HEADLINE_CHARS = 160
 
 
@@ -64,14 +65,19 @@ def deviation_reasons(cells: list[dict]) -> list[dict]:
 def deviations_html(cells: list[dict]) -> str:
     """The reasons as an HTML table (``#deviation-reasons``): broker, how many cells, the reason's
     :func:`headline` (the whole reason and its reference unfold under it, no script needed), the cases (the
-    first :data:`MAX_CASES_SHOWN`, the rest counted); a sentence when nothing deviates."""
+    first :data:`MAX_CASES_SHOWN`, the rest counted). The :data:`MAX_REASONS_SHOWN` reasons that excuse most
+    cells are shown; the others are one click away (``<details>``). A sentence when nothing deviates."""
     rows = deviation_reasons(cells)
     if not rows:
         return ('<p id="deviation-reasons" class="meta">No broker deviates as its profile declares '
                 "(no NON-STRICT cell).</p>")
-    out = ['<table id="deviation-reasons"><thead><tr><th>broker</th><th class="num">cells</th><th>reason the '
-           "profile gives</th><th>cases</th></tr></thead><tbody>"]
-    for row in rows:
+    head = ('<thead><tr><th>broker</th><th class="num">cells</th><th>reason the profile gives</th><th>cases</th>'
+            "</tr></thead>")
+    out = [f'<table id="deviation-reasons">{head}<tbody>']
+    for index, row in enumerate(rows):
+        if index == MAX_REASONS_SHOWN:
+            out.append(f'</tbody></table><details id="more-deviation-reasons"><summary>{len(rows) - index} more '
+                       f'reason(s), excusing fewer cells</summary><table class="more-reasons">{head}<tbody>')
         shown = row["cases"][:MAX_CASES_SHOWN]
         more = len(row["cases"]) - len(shown)
         cases = ", ".join(escape(c) for c in shown) + (f" and {more} more" if more else "")
@@ -82,5 +88,5 @@ def deviations_html(cells: list[dict]) -> str:
                    f'<span class="meta">{escape(", ".join(row["versions"]))}</span></th>'
                    f'<td class="num">{len(row["cases"])}</td><td class="reason">{reason}</td>'
                    f'<td class="cases">{cases}</td></tr>')
-    out.append("</tbody></table>")
+    out.append("</tbody></table>" + ("</details>" if len(rows) > MAX_REASONS_SHOWN else ""))
     return "".join(out)
