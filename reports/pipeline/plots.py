@@ -16,6 +16,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#393b79", "#637939")
 MAX_BROKERS = len(PALETTE)
 MAX_LATENCY_ROWS = 30
+BAR_FILL = "#5c6bc0"  # one colour for every broker's compliance bar: a hue per broker would read as good or bad
 
 
 _text = text
@@ -58,7 +59,7 @@ def compliance_per_broker_svg(rows: list[dict], bar_width: int = 420) -> str:
         parts.append(_text(label_w - 8, y + 16, label, "end", 12))
         if pct is not None:
             parts.append(f'<rect x="{label_w:.1f}" y="{y + 5}" width="{max(bar_width * pct / 100, 1):.1f}" '
-                         f'height="14" fill="{PALETTE[i % len(PALETTE)]}" data-broker="{escape(r["broker"])}">'
+                         f'height="14" fill="{BAR_FILL}" data-broker="{escape(r["broker"])}">'
                          f'<title>{escape(label)}: {pct}% compliant</title></rect>')
         parts.append(_text(label_w + bar_width + 8, y + 16, "nothing judged" if pct is None else
                            f"{pct:.1f}% compliant", size=12))
@@ -71,8 +72,8 @@ def _compliance_lines_svg(rows: list[dict], width: int, height: int) -> str:
     shown, hidden = brokers[:MAX_BROKERS], brokers[MAX_BROKERS:]
     legend_w = max((text_width(b, 11) for b in shown), default=0) + 40
     right = max(190, int(legend_w))
-    width = max(width, right + 48 + 360)
-    left, top, bottom = 48, 16, 40
+    left, top, bottom = 48, 24, 40
+    width = max(width, right + left + 480)
     plot_w, plot_h = width - left - right, height - top - bottom
     top_order = max((r["version_order"] for r in rows), default=1)
     span = max(top_order - 1, 1)
@@ -101,8 +102,11 @@ def _compliance_lines_svg(rows: list[dict], width: int, height: int) -> str:
                          f'{escape(broker)} {escape(str(r["broker_version"]))}: {r["compliant_pct"]}% compliant'
                          f'</title></circle>')
             if len(points) <= 12 and len(shown) <= 4:  # few enough points to name each version
-                parts.append(_text(x + 6, y - 6 - 12 * index, str(r["broker_version"]), size=10,
-                                   extra=f'fill="{colour}"'))
+                # beside its point, kept inside the plot (a label above the top line would be cut)
+                label = str(r["broker_version"])
+                lx = min(x + 6, left + plot_w - text_width(label, 10))
+                ly = min(max(y - 6 - 12 * index, 10), top + plot_h - 2)
+                parts.append(_text(lx, ly, label, size=10, extra=f'fill="{colour}"'))
         ly = top + 14 + index * 16
         parts.append(f'<rect x="{width - right + 12}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
         parts.append(_text(width - right + 28, ly, broker, size=11))
