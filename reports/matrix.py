@@ -13,23 +13,22 @@ import io
 import json
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from amqp_conformance.conformance.documents import row_label, source_title
 from amqp_conformance.fixtures.verdict import VERDICT_NAMES as VERDICTS
 
-COLOURS = {  # background, text: dark text on light fills stays legible in print and screenshots
-    "PASS": ("#c8e6c9", "#1b5e20"), "FAIL": ("#ef9a9a", "#7f0000"), "NON-STRICT": ("#ffe0b2", "#8a4b00"),
-    "UNSUPPORTED": ("#e0e0e0", "#424242"), "ERROR": ("#ce93d8", "#4a148c"), "INFO": ("#bbdefb", "#0d47a1"),
-}
-MEANING = {
-    "PASS": "observed matches the row", "FAIL": "observed differs from the row",
-    "NON-STRICT": "differs, as the broker's profile declares (a known deviation)",
-    "UNSUPPORTED": "the broker lacks what the row needs", "ERROR": "the harness could not complete the case",
-    "INFO": "only an informational observation differs",
-}
+from .matrix_charts import broker_bars_svg, table_grid_html
+from .matrix_deviations import deviations_html
+from .verdict_style import COLOURS, MEANING, css_class
+
+__all__ = ["COLOURS", "CSV_COLUMNS", "MAX_COLUMNS", "MEANING", "MatrixReport", "anchor", "render_csv", "render_html",
+           "render_json", "render_junit", "write_matrix"]
+
 MAX_COLUMNS = 40
 CSV_COLUMNS = ("broker", "broker_version", "table", "case_id", "source_document", "source_heading", "source_row",
                "expectation_set", "verdict", "stale_deviation", "run_id", "reason")
@@ -100,16 +99,21 @@ tr.group th{background:#37474f;color:#fff;font-size:13px}
 .log{margin:6px 0;border:1px solid #ddd}.log h3{font-size:13px;margin:0;padding:4px 6px;background:#eceff1}
 .log pre{margin:0;padding:6px;font-size:11px;white-space:pre-wrap;font-family:"DejaVu Sans Mono",monospace}
 .log:target{outline:3px solid #ff9800}
+td.src{max-width:420px;font-size:12px}table.grid td{min-width:96px;font-size:12px}table.grid th{font-size:12px}
+td.reason{max-width:520px}td.cases{max-width:420px;font-size:12px}
+svg.plot{display:block;max-width:100%;height:auto}
 """ + "".join(f"td.v-{v.replace('-', '_')},.chip.v-{v.replace('-', '_')}{{background:{bg};color:{fg}}}"
               for v, (bg, fg) in COLOURS.items())
 
 
-def _cls(verdict: str) -> str:
-    return "v-" + verdict.replace("-", "_")
+_cls = css_class
 
 
 def render_html(report: MatrixReport) -> str:
-    """The matrix page: summary per broker, legend, matrix grouped by table, plots, findings, frame logs."""
+    """The matrix page, the picture first: verdicts per broker, compliance per table, why brokers deviate,
+    the plots (compliance over versions, latency); then the summary per broker, the legend, the matrix grouped
+    by table (each group under its source document's title, each row labelled as its source labels it), the
+    findings and the frame logs."""
     columns = report.columns()
     cells = {_cell_key(c): c for c in report.cells}
     rows: dict[str, dict[tuple[str, str], dict]] = defaultdict(dict)
@@ -124,6 +128,7 @@ def render_html(report: MatrixReport) -> str:
            "Each cell is the latest run of that broker and version; hover for the reason, click for the frame "
            "log.</p>"]
     out += [f"<p class=\"meta\">{escape(note)}</p>" for note in report.notes]
+    out.append(_picture_html(report, columns))
     out.append(_summary_html(report, columns))
     out.append("<h2>Legend</h2><p>" + " ".join(
         f"<span class=\"chip {_cls(v)}\" title=\"{escape(MEANING[v])}\">{v}</span> {escape(MEANING[v])}<br>"
@@ -133,26 +138,25 @@ def render_html(report: MatrixReport) -> str:
             f"<span class=\"meta\">{escape(v)}</span></th>" for b, v in columns]
     out.append("</tr></thead><tbody>")
     for table in sorted(rows):
-        sample = next(iter(rows[table].values()))
         # the heading goes on the group when every row shares it; a table whose rows cite their own section
         # (core.errors) shows each row's heading beside its row instead
         headings = {row.get("source_heading") or "" for row in rows[table].values()}
         common = headings.pop() if len(headings) == 1 else ""
-        source = " · ".join(part for part in (str(sample.get("source_document") or ""), common) if part)
-        out.append(f"<tr class=\"group\"><th colspan=\"{3 + len(columns)}\">{escape(table)}"
-                   f"{' — ' + escape(source) if source else ''}</th></tr>")
+        document = _table_document(rows[table].values())
+        source = source_title(document, common)
+        out.append(f"<tr class=\"group\" data-table=\"{escape(table)}\"><th colspan=\"{3 + len(columns)}\" "
+                   f"title=\"{escape(document)}\">{escape(table)}{' — ' + escape(source) if source else ''}</th></tr>")
         for case_id, expectation_set in sorted(rows[table], key=lambda k: (_case_sort(k[0]), k[1])):
             row = rows[table][(case_id, expectation_set)]
+            label, where = _source_cell(row, common)
             out.append(f"<tr data-case=\"{escape(case_id)}\" data-set=\"{escape(expectation_set)}\">"
-                       f"<th>{escape(case_id)}</th><td>{escape(_source_cell(row, common))}</td>"
+                       f"<th>{escape(case_id)}</th><td class=\"src\" title=\"{escape(where)}\">{escape(label)}</td>"
                        f"<td>{escape(expectation_set)}</td>")
             for broker, version in columns:
                 key = (broker, version, case_id, expectation_set)
                 out.append(_cell_html(cells.get(key), key, log_ids.get(key)))
             out.append("</tr>")
     out.append("</tbody></table>")
-    for title, svg in report.plots:
-        out.append(f"<h2>{escape(title)}</h2>{svg}")
     out.append(_findings_html(report))
     if report.logs:
         out.append("<h2>Frame logs</h2>")
@@ -302,8 +306,48 @@ def write_matrix(report: MatrixReport, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def _source_cell(row: dict, common_heading: str) -> str:
-    """The matrix's source cell: the source row, after its own heading when the table's rows differ there."""
+def _source_cell(row: dict, common_heading: str) -> tuple[str, str]:
+    """The matrix's source cell and its tooltip: the row as its source labels it (a UM row by its column
+    values, :func:`~amqp_conformance.conformance.documents.row_label`), after the row's own heading when the
+    table's rows differ there; the tooltip cites document file, heading and row."""
     source_row = str(row.get("source_row") or "")
     heading = str(row.get("source_heading") or "")
-    return f"{heading}: {source_row}" if heading and not common_heading else source_row
+    document = str(row.get("source_document") or "")
+    label = row_label(document, heading, source_row)
+    if label != source_row:
+        label = f"row {source_row}: {label}"
+    where = ", ".join(part for part in (document, f'"{heading}"' if heading else "", f"row {source_row}") if part)
+    return (f"{heading}: {label}" if heading and not common_heading else label), where
+
+
+def _table_document(rows: Iterable[dict]) -> str:
+    """The document a table's rows cite (the most cited one, should rows differ)."""
+    counts = Counter(str(row.get("source_document") or "") for row in rows)
+    return counts.most_common(1)[0][0] if counts else ""
+
+
+def table_titles(cells: list[dict]) -> dict[str, str]:
+    """Each table's source as the page names it: the cited document's title, then the heading its rows share."""
+    by_table: dict[str, list[dict]] = defaultdict(list)
+    for cell in cells:
+        by_table[cell["table"]].append(cell)
+    titles = {}
+    for table, mine in by_table.items():
+        headings = {c.get("source_heading") or "" for c in mine}
+        common = headings.pop() if len(headings) == 1 else ""
+        titles[table] = source_title(_table_document(mine), common)
+    return titles
+
+
+def _picture_html(report: MatrixReport, columns: list[tuple[str, str]]) -> str:
+    """The top of the page: verdicts per broker, compliance per table, why brokers deviate, then the
+    pipeline's plots (compliance over versions, settlement latency)."""
+    shown = [c for c in report.cells if (c["broker"], c["broker_version"]) in set(columns)]
+    out = ["<h2>Compliance per broker</h2>", broker_bars_svg(columns, shown),
+           "<p class=\"meta\">Each bar is one broker column: its cells (case and expectation set) by verdict, "
+           "hover for the counts.</p>",
+           "<h2>Compliance per table</h2>", table_grid_html(columns, shown, table_titles(shown)),
+           "<h2>Why brokers deviate</h2>", deviations_html(shown)]
+    for title, svg in report.plots:
+        out.append(f"<h2>{escape(title)}</h2>{svg}")
+    return "".join(out)
