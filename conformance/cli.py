@@ -105,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", help="PEM private key of --tls-cert (if not in the same file)")
     serve.add_argument("--tls-ca", help="PEM CA(s) to verify client certificates by (enables SASL EXTERNAL)")
     serve.add_argument("--expectation-set", default=None, choices=("um-10.11", "core"),
-                       help="whose rules to follow where they differ (default um-10.11; core with --router)")
+                       help="whose rules to follow where they differ, for a connection whose open hostname names "
+                            "no set (default um-10.11; core with --router)")
+    serve.add_argument("--no-admin", action="store_true",
+                       help="do not take admin requests at $conformance-admin (provocations; see docs/brokers.md)")
     serve.add_argument("--router", action="store_true",
                        help="router mode (profile reference-router): anycast and multicast addresses by prefix")
     serve.add_argument("--anycast-prefix", default="anycast.", help="router mode: anycast address prefix")
@@ -302,6 +305,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         broker = Broker(users=users)
     broker.policy = broker.policy_for(args.expectation_set)
+    if not args.no_admin:  # the profile's [admin] node: what `run --url ... --profile reference` provokes through
+        from amqp_conformance.fixtures.admin import ReferenceAdmin
+        from amqp_conformance.fixtures.amqp_admin import endpoint
+
+        broker.admin_endpoint = endpoint(ReferenceAdmin(broker))
     tls = None
     if args.tls_cert or args.tls_key or args.tls_ca:
         from amqp_conformance.peers.tls import TlsFiles, TlsSetupError, server_context
@@ -317,7 +325,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     f"choose another port with --port (0 picks a free one)") from None
     print(f"reference {'router' if args.router else 'broker'} listening on "
           f"{'amqps' if tls else 'amqp'}://{server.host}:{server.port} "
-          f"(expectation set {args.expectation_set}; Ctrl-C stops it)", flush=True)
+          f"(expectation set {args.expectation_set} unless a connection's open hostname names another; "
+          f"{'no admin' if args.no_admin else 'admin at $conformance-admin'}; Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
