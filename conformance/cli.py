@@ -298,12 +298,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         users[name] = password
     if args.expectation_set is None:  # the router's profile (reference-router) claims core, not um-10.11
         args.expectation_set = "core" if args.router else "um-10.11"
-    if args.router:
+    from amqp_conformance.peers.reference.served import served
+
+    if args.router:  # served: each connection's rules by its open hostname, and the admin node (served.py)
         from amqp_conformance.peers.reference.router import Router
 
-        broker = Router(users=users, anycast_prefix=args.anycast_prefix, multicast_prefix=args.multicast_prefix)
+        broker = served(Router)(users=users, anycast_prefix=args.anycast_prefix,
+                                multicast_prefix=args.multicast_prefix)
     else:
-        broker = Broker(users=users)
+        broker = served(Broker)(users=users)
     broker.policy = broker.policy_for(args.expectation_set)
     if not args.no_admin:  # the profile's [admin] node: what `run --url ... --profile reference` provokes through
         from amqp_conformance.fixtures.admin import ReferenceAdmin

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
@@ -47,13 +46,6 @@ class Policy:
         """The policy under which the broker meets ``expectation_set`` ("core", "um-10.11", ...)."""
         return cls(partial_delivery="accept" if expectation_set == "core" else "reject",
                    one_subscription_per_node=expectation_set == "um-10.11")
-
-
-# A client selects the policy of its connection by naming an expectation set as the open frame's hostname (so
-# one served broker judges several sets at once, each case's connections under their own); any other hostname
-# (the usual: the host it dialled) gets the broker's policy.
-POLICY_HOSTNAMES = ("core", "um-10.11", "router")
-ADMIN_NODE = "$conformance-admin"  # where admin requests go when the broker has an admin endpoint (serve)
 
 
 @dataclass
@@ -92,7 +84,6 @@ class BrokerConnection:
         self._current_tag: dict[tuple[int, int], bytes] = {}
         self.refused: set[tuple[str, bytes]] = set()  # (link name, tag) answered before it was whole
         self.credit_due: list[Link] = []  # publishers' links to top up with credit at the end of the read
-        self.policy: Policy | None = None  # chosen by the open frame's hostname (POLICY_HOSTNAMES), else the broker's
         self._out = bytearray()
         self.close_after_write = False
         self.engine.listeners.append(self._watch_frame)
@@ -174,8 +165,6 @@ class Broker(UmRules):
         self.undeliverable: dict[tuple[int, str], set[int]] = {}  # (connection, link) -> EIDs not to send there
         self.second_pending: set[tuple[int, str, bytes]] = set()  # accepted, awaiting the publisher's settle
         self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
-        # serve's admin: an admin request's encoded message -> None (done) or the condition it is rejected with
-        self.admin_endpoint: Callable[[bytes], Condition | None] | None = None
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -223,8 +212,6 @@ class Broker(UmRules):
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
         conn = event.connection
-        if (conn.remote_hostname or "") in POLICY_HOSTNAMES:
-            connection.policy = self.policy_for(conn.remote_hostname)
         conn.container = PRODUCT
         conn.properties = {symbol("product"): PRODUCT, symbol("version"): _version()}
         conn.open()
@@ -305,9 +292,6 @@ class Broker(UmRules):
         if self.is_coordinator(link):
             self.on_coordinator_delivery(connection, delivery)
             return
-        if self.admin_endpoint is not None and (link.remote_target.address or "") == ADMIN_NODE:
-            self._on_admin_request(connection, delivery)
-            return
         key = (link.name, delivery_tag(delivery))
         if delivery.aborted:  # 004 pn_delivery_aborted / 2.6.14: discard what arrived, settle; credit is used
             connection.refused.discard(key)
@@ -326,7 +310,7 @@ class Broker(UmRules):
                 delivery.settle()
             return
         multi_frame = connection.was_multi_frame(delivery)
-        if multi_frame and self.policy_of(connection).partial_delivery == "reject":
+        if multi_frame and self.policy.partial_delivery == "reject":
             # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal
             connection.refused.add(key)
             error = self.condition("amqp:not-implemented", "multi-frame transfers are not supported")
@@ -355,25 +339,6 @@ class Broker(UmRules):
             self._publish(link, delivery, address, encoded, second_key)
         if address not in self.withheld_credit and link not in connection.credit_due:
             connection.credit_due.append(link)  # topped up at the end of the read
-
-    def _on_admin_request(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        """An admin request (whole): accepted when the admin endpoint did it, rejected with its condition."""
-        if delivery.partial or delivery.aborted:
-            if delivery.aborted:
-                delivery.settle()
-            return
-        link = delivery.link
-        encoded = link.recv(delivery.pending)
-        link.advance()
-        assert self.admin_endpoint is not None
-        error = self.admin_endpoint(encoded)
-        self._settle(delivery, Delivery.ACCEPTED if error is None else Delivery.REJECTED, error)
-        if link not in connection.credit_due:
-            connection.credit_due.append(link)
-
-    def policy_of(self, connection: BrokerConnection) -> Policy:
-        """The policy in force on ``connection``: the one its open frame's hostname chose, else the broker's."""
-        return connection.policy or self.policy
 
     def _publish(self, link: Link, delivery: Delivery, address: str, encoded: bytes,
                  second_key: tuple[int, str, bytes]) -> None:

@@ -120,15 +120,15 @@ class UmRules:
                 parse_cached(text)  # consumer_selector then takes the same parse
             except SelectorError as exc:
                 return self.condition("amqp:invalid-field", f"jms-selector: {exc}")
-        if self.policy_one_subscription(connection) and any(
+        if self.policy_one_subscription() and any(
                 c.node is node and c.link is not link and c.link.state & Endpoint.LOCAL_ACTIVE
                 for c in connection.consumers.values()):
             return self.condition("amqp:illegal-state", f"this connection is already subscribed to {address!r}")
         return None
 
-    def policy_one_subscription(self, connection: BrokerConnection) -> bool:
-        """Whether the policy in force on ``connection`` allows one subscription per node (UM 10.11)."""
-        return bool(getattr(self.policy_of(connection), "one_subscription_per_node", False))
+    def policy_one_subscription(self) -> bool:
+        """Whether the policy in force allows one subscription per node and connection (UM 10.11)."""
+        return bool(getattr(self.policy, "one_subscription_per_node", False))
 
     def ack_error(self, consumer: Consumer) -> Condition | None:
         """The error a durable ACK meets (Rejected/Subscription row 2), or None."""
