@@ -105,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", help="PEM private key of --tls-cert (if not in the same file)")
     serve.add_argument("--tls-ca", help="PEM CA(s) to verify client certificates by (enables SASL EXTERNAL)")
     serve.add_argument("--expectation-set", default=None, choices=("um-10.11", "core"),
-                       help="whose rules to follow where they differ (default um-10.11; core with --router)")
+                       help="whose rules to follow where they differ, for a connection whose open hostname names "
+                            "no set (default um-10.11; core with --router)")
+    serve.add_argument("--no-admin", action="store_true",
+                       help="do not take admin requests at $conformance-admin (provocations; see docs/brokers.md)")
     serve.add_argument("--router", action="store_true",
                        help="router mode (profile reference-router): anycast and multicast addresses by prefix")
     serve.add_argument("--anycast-prefix", default="anycast.", help="router mode: anycast address prefix")
@@ -273,13 +276,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         users[name] = password
     if args.expectation_set is None:  # the router's profile (reference-router) claims core, not um-10.11
         args.expectation_set = "core" if args.router else "um-10.11"
-    if args.router:
+    from amqp_conformance.peers.reference.served import served
+
+    if args.router:  # served: each connection's rules by its open hostname, and the admin node (served.py)
         from amqp_conformance.peers.reference.router import Router
 
-        broker = Router(users=users, anycast_prefix=args.anycast_prefix, multicast_prefix=args.multicast_prefix)
+        broker = served(Router)(users=users, anycast_prefix=args.anycast_prefix,
+                                multicast_prefix=args.multicast_prefix)
     else:
-        broker = Broker(users=users)
+        broker = served(Broker)(users=users)
     broker.policy = broker.policy_for(args.expectation_set)
+    if not args.no_admin:  # the profile's [admin] node: what `run --url ... --profile reference` provokes through
+        from amqp_conformance.fixtures.admin import ReferenceAdmin
+        from amqp_conformance.fixtures.amqp_admin import endpoint
+
+        broker.admin_endpoint = endpoint(ReferenceAdmin(broker))
     tls = None
     if args.tls_cert or args.tls_key or args.tls_ca:
         from amqp_conformance.peers.tls import TlsFiles, TlsSetupError, server_context
@@ -295,7 +306,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     f"choose another port with --port (0 picks a free one)") from None
     print(f"reference {'router' if args.router else 'broker'} listening on "
           f"{'amqps' if tls else 'amqp'}://{server.host}:{server.port} "
-          f"(expectation set {args.expectation_set}; Ctrl-C stops it)", flush=True)
+          f"(expectation set {args.expectation_set} unless a connection's open hostname names another; "
+          f"{'no admin' if args.no_admin else 'admin at $conformance-admin'}; Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -66,9 +66,15 @@ class CaseContext:
 
     def peer(self, label: str, **options: Any) -> ScriptedPeer:
         """Connect a new scripted peer labelled ``label``; its frames join the case's frame log."""
+        options.setdefault("hostname", self.open_hostname())
         peer = ScriptedPeer.connect(self.address, timeout=self.timeout, quiet=self.quiet, label=label, **options)
         self.peers.append(peer)
         return peer
+
+    def open_hostname(self) -> str | None:
+        """The open frame's hostname the broker's admin asks for (None: the host dialled)."""
+        ask = getattr(self.admin, "open_hostname", None)
+        return ask() if ask is not None else None
 
     def wait_for(self, observation: str) -> float:
         """How long to watch for ``observation``: the time-out if the row expects something, else quiet."""

@@ -72,7 +72,8 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
         if setup == "sasl":
             _sasl_exchange(ctx, peer)
         return peer, RawContext(node=ctx.node)
-    peer = setup_step("connect", RawModePeer.connect, ctx.address, timeout=ctx.timeout, quiet=ctx.quiet, label="raw")
+    peer = setup_step("connect", RawModePeer.connect, ctx.address, timeout=ctx.timeout, quiet=ctx.quiet, label="raw",
+                      hostname=ctx.open_hostname())
     ctx.peers.append(peer)
     raw = RawContext(node=ctx.node)
     if setup == "header":

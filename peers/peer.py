@@ -94,7 +94,7 @@ class ScriptedPeer:
 
     def __init__(self, address: BrokerAddress, *, timeout: float = DEFAULT_TIMEOUT, quiet: float = DEFAULT_QUIET,
                  label: str = "peer", container_id: str | None = None, max_frame_size: int | None = None,
-                 sasl_mechanisms: str | None = None, min_watch: float = 0.0) -> None:
+                 sasl_mechanisms: str | None = None, min_watch: float = 0.0, hostname: str | None = None) -> None:
         self.address = address
         self.timeout = timeout
         self.quiet = quiet
@@ -105,7 +105,7 @@ class ScriptedPeer:
         self.engine = CapturingEngine(server=False, max_frame_size=max_frame_size)
         self.connection = self.engine.connection
         self.connection.container = container_id or f"amqp-conformance-{uuid.uuid4().hex[:12]}"
-        self.connection.hostname = address.host
+        self.connection.hostname = hostname or address.host  # the open frame's; TLS names address.host
         self._sock: socket.socket | None = None
         self._eof = False
         self.wire = WireCount("")  # bytes this socket carried, for the broker's idle probe (peers/idle.py)
