@@ -21,8 +21,9 @@ FrameListener = Callable[[Frame], None]
 
 
 def delivery_tag(delivery: Delivery) -> bytes:
-    """A delivery's tag as bytes. (python-qpid-proton 0.40 hands tags out decoded as UTF-8 text; the exact
-    bytes of a tag that is not UTF-8 are only in the captured transfer frame.)
+    """A delivery's tag as bytes, exactly as on the wire. (python-qpid-proton 0.40 hands tags out decoded as
+    UTF-8 text, and raises ``UnicodeDecodeError`` for a tag that is not UTF-8, which the delivery-tag's type,
+    binary, allows: such a tag is read from proton's C API directly.)
 
     An empty tag (zero octets, as ActiveMQ Artemis gives a pre-settled delivery) is ``b""``: proton's
     binding raises ``RuntimeError`` (``cannot use unpack() on <cdata 'char *' NULL>``) for it instead.
@@ -31,6 +32,11 @@ def delivery_tag(delivery: Delivery) -> bytes:
         tag = delivery.tag
     except RuntimeError:
         return b""
+    except UnicodeDecodeError:
+        from cproton import ffi, lib
+
+        raw = lib.pn_delivery_tag(delivery._impl)
+        return bytes(ffi.unpack(raw.start, raw.size))
     return tag.encode("utf-8") if isinstance(tag, str) else bytes(tag)
 
 
