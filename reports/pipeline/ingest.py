@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
 from .schema import (
@@ -207,6 +207,31 @@ def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
     return flat.join(F.broadcast(runs), ["frames_dir", "run_id"], "left")
 
 
+def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFrame, warehouse: str) -> IngestReport:
+    """Parse ``frame_files``, join each frame to its run in ``runs`` (see :func:`frames_table`) and write the
+    frames of known runs into ``warehouse``, in one pass over the text; returns the frames written, the
+    orphans (frames of no run in ``runs``, not written) and the malformed lines with file and line.
+
+    The counts are observed while the frames are written (no second pass, nothing cached); the lines are
+    read a second time only when some are malformed, to number them.
+    """
+    report = IngestReport()
+    lines = read_lines(spark, frame_files)
+    parsed = parse_lines(lines, FRAME_LINE, FRAME_REQUIRED)
+    checked, joined = Observation("frame lines"), Observation("frames")
+    parsed = parsed.observe(checked, F.count(F.col("problem")).alias("malformed"))
+    frames = frames_table(parsed, runs)
+    frames = frames.observe(joined, F.count(F.when(F.col("broker").isNull(), 1)).alias("orphans"),
+                            F.count(F.col("broker")).alias("written"))
+    frames.filter(F.col("broker").isNotNull()).drop("frames_dir").write.mode("overwrite") \
+        .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
+    report.frames = int(joined.get["written"])
+    report.orphan_frames = int(joined.get["orphans"])
+    if checked.get["malformed"]:
+        report.malformed = _collect_malformed(lines, parse_lines(lines, FRAME_LINE, FRAME_REQUIRED))
+    return report
+
+
 def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> IngestReport:
     """Read ``run_dirs`` and write their records into ``warehouse``; returns what was read and written.
 
@@ -241,17 +266,10 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     if frame_files:
         runs = results.select("run_id", "broker", "broker_version", "run_date").distinct()
         runs = runs.join(F.broadcast(owner_df), "run_id").withColumnRenamed("run_dir", "frames_dir")
-        lines = read_lines(spark, frame_files)
-        fparsed = parse_lines(lines, FRAME_LINE, FRAME_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
-        report.malformed += _collect_malformed(lines, fparsed)
-        frames = frames_table(fparsed, runs).persist(StorageLevel.MEMORY_AND_DISK)
-        report.orphan_frames = frames.filter(F.col("broker").isNull()).count()
-        written = frames.filter(F.col("broker").isNotNull()).drop("frames_dir")
-        written.write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
-            .partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
-        report.frames = read_table(spark, warehouse, FRAMES, report.run_ids).count()
-        frames.unpersist()
-        fparsed.unpersist()
+        frame_report = write_frames(spark, frame_files, runs, warehouse)
+        report.malformed += frame_report.malformed
+        report.orphan_frames = frame_report.orphan_frames
+        report.frames = frame_report.frames
     results.unpersist()
     parsed.unpersist()
     return report
