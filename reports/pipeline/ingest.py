@@ -19,6 +19,7 @@ from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
+from pyspark.sql.types import StructType
 
 from .schema import (
     CORRUPT,
@@ -125,25 +126,33 @@ def run_dir_of(file: str) -> Column:
     return F.regexp_replace(file, r"/(results|frames)\.jsonl(/.*)?$", "")
 
 
-def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
-    """The lines of ``files`` with where they come from: ``file``, ``pid``, ``rid`` (for line numbers), ``value``.
+def read_lines(spark: SparkSession, files: Sequence[str], schema: StructType | None = None) -> DataFrame:
+    """The lines of ``files`` with where they come from: ``file``, ``pid``, ``rid`` (for line numbers), ``value``;
+    with ``schema``, also ``r``: the line parsed with it (``PERMISSIVE``, unreadable text in ``_corrupt_record``).
 
-    Blank lines are kept here (they count in line numbers) and skipped by :func:`parse_lines`.
+    Blank lines are kept here (they count in line numbers) and skipped by :func:`parse_lines`. The parse sits
+    in the same projection as the position columns, which are non-deterministic, so the optimizer pushes no
+    filter below it: each line is parsed once, however many checks read ``r`` (a filter on a column derived
+    from ``from_json`` would otherwise inline the parse once per reference, and run it uncompiled).
     """
-    return spark.read.text(list(files)).select(
-        F.input_file_name().alias("file"), F.spark_partition_id().alias("pid"),
-        F.monotonically_increasing_id().alias("rid"), "value")
+    columns = [F.input_file_name().alias("file"), F.spark_partition_id().alias("pid"),
+               F.monotonically_increasing_id().alias("rid"), F.col("value")]
+    if schema is not None:
+        columns.append(F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+                       .alias("r"))
+    return spark.read.text(list(files)).select(*columns)
 
 
-def parse_lines(lines: DataFrame, schema, required: Sequence[str]) -> DataFrame:
-    """Parse each non-blank line with ``schema``; adds ``problem`` (null for a good record, else why not)."""
-    parsed = lines.filter(F.trim("value") != "").withColumn(
-        "r", F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
+def parse_lines(lines: DataFrame, required: Sequence[str]) -> DataFrame:
+    """The non-blank lines of ``lines`` (from :func:`read_lines` with a schema) with ``problem``: null for a
+    good record, else why not (not a JSON object of the schema, or the required fields it lacks)."""
     missing = [F.when(F.col(f"r.{name}").isNull(), F.lit(name)) for name in required]
+    any_missing = F.col(f"r.{required[0]}").isNull()
+    for name in required[1:]:
+        any_missing = any_missing | F.col(f"r.{name}").isNull()
     problem = (F.when(F.col(f"r.{CORRUPT}").isNotNull(), F.lit("not a JSON object of the record schema"))
-               .when(F.size(F.array_compact(F.array(*missing))) > 0,
-                     F.concat(F.lit("missing field "), F.array_join(F.array_compact(F.array(*missing)), ", "))))
-    return parsed.withColumn("problem", problem)
+               .when(any_missing, F.concat(F.lit("missing field "), F.concat_ws(", ", *missing))))
+    return lines.filter(F.trim("value") != "").withColumn("problem", problem)
 
 
 def line_numbers(lines: DataFrame, bad: DataFrame) -> DataFrame:
@@ -216,8 +225,8 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFram
     read a second time only when some are malformed, to number them.
     """
     report = IngestReport()
-    lines = read_lines(spark, frame_files)
-    parsed = parse_lines(lines, FRAME_LINE, FRAME_REQUIRED)
+    lines = read_lines(spark, frame_files, FRAME_LINE)
+    parsed = parse_lines(lines, FRAME_REQUIRED)
     checked, joined = Observation("frame lines"), Observation("frames")
     parsed = parsed.observe(checked, F.count(F.col("problem")).alias("malformed"))
     frames = frames_table(parsed, runs)
@@ -228,7 +237,7 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFram
     report.frames = int(joined.get["written"])
     report.orphan_frames = int(joined.get["orphans"])
     if checked.get["malformed"]:
-        report.malformed = _collect_malformed(lines, parse_lines(lines, FRAME_LINE, FRAME_REQUIRED))
+        report.malformed = _collect_malformed(lines, parsed)
     return report
 
 
@@ -242,8 +251,8 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     report = IngestReport()
     result_files, frame_files = run_files(spark, run_dirs)
 
-    lines = read_lines(spark, result_files)
-    parsed = parse_lines(lines, RESULT_LINE, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
+    lines = read_lines(spark, result_files, RESULT_LINE)
+    parsed = parse_lines(lines, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
     report.malformed += _collect_malformed(lines, parsed)
     results = results_table(parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
