@@ -125,6 +125,9 @@ def stale_deviations(matrix: DataFrame) -> DataFrame:
 SESSION = ("run_id", "case_id", "expectation_set", "party")
 
 
+LINK_SEQ_BITS = 31  # a frame's seq and its link's attach seq are packed into one long below 2**31 each
+
+
 def deliveries(frames: DataFrame) -> DataFrame:
     """One row per delivery seen in the frame records, with its settlement.
 
@@ -138,9 +141,12 @@ def deliveries(frames: DataFrame) -> DataFrame:
     Columns: broker, broker_version, run_id, case_id, expectation_set, family, party, settle_mode,
     presettled, transfer_t_ns, settled_t_ns, latency_ms (null when no disposition settled it).
 
-    Plan: the frames are read once and shuffled once, by session; the connection number and the link's
-    attach come from window functions over that one partitioning, and the per-delivery aggregation
-    groups by keys that contain the session, so it needs no further shuffle.
+    Plan: the frames are shuffled once, by a 64-bit hash of the session (a number sorts and hashes much
+    faster than four strings; the strings stay in every key, so a collision mixes nothing). The connection
+    number and the link's attach (its ``seq``) come from window functions over that partitioning; the
+    per-delivery aggregation groups by keys that contain the hash, so it needs no further shuffle, and keeps
+    only numbers in its buffers (the first transfer's seq and link packed in one long), so it hashes rather
+    than sorts. The settle modes are then looked up in the (small, broadcast) table of attaches.
     """
     is_open = (F.col("performative") == "open") & (F.col("dir") == "out")
     is_attach = F.col("performative") == "attach"
@@ -148,41 +154,46 @@ def deliveries(frames: DataFrame) -> DataFrame:
     is_settling = (F.col("performative") == "disposition") & F.coalesce(F.col("settled"), F.lit(False)) \
         & F.col("first").isNotNull()
     other = F.when(F.col("dir") == "in", "out").otherwise("in")
-    relevant = (frames.filter(is_open | is_attach | is_transfer | is_settling)
-                .select("broker", "broker_version", *SESSION, "seq", "t_ns", "dir", "channel", "handle",
-                        "settled", is_open.alias("_open"), is_transfer.alias("is_transfer"),
-                        is_settling.alias("_settling"),
-                        F.when(is_attach, F.struct("snd_settle_mode", "rcv_settle_mode")).alias("_attach"),
+    relevant = (frames.filter(is_open | is_transfer | is_settling | is_attach)
+                .select("broker", "broker_version", F.xxhash64(*SESSION).alias("_sid"), *SESSION, "seq", "t_ns",
+                        "dir", "channel", "handle", "settled", is_open.alias("_open"), is_attach.alias("_attach"),
+                        is_transfer.alias("_transfer"), is_settling.alias("_settling"),
                         F.when(is_transfer, F.col("dir")).when(F.col("role") == "sender", F.col("dir"))
                         .otherwise(other).alias("space"),
                         F.when(is_transfer, F.array("delivery_id"))
                         .when(F.coalesce("last", "first") >= F.col("first"),
                               F.sequence("first", F.coalesce("last", "first")))
-                        .otherwise(F.array("first")).alias("ids")))
-    earlier = Window.partitionBy(*SESSION).orderBy("seq").rangeBetween(Window.unboundedPreceding, -1)
-    earlier_on_link = (Window.partitionBy(*SESSION, "dir", "channel", "handle").orderBy("seq")
+                        .otherwise(F.array("first")).alias("ids"))
+                .repartition("_sid"))
+    session = ("_sid", *SESSION)
+    earlier = Window.partitionBy(*session).orderBy("seq").rangeBetween(Window.unboundedPreceding, -1)
+    earlier_on_link = (Window.partitionBy(*session, "dir", "channel", "handle").orderBy("seq")
                        .rangeBetween(Window.unboundedPreceding, -1))
-    linked = F.col("is_transfer") & F.col("channel").isNotNull() & F.col("handle").isNotNull()
-    stepped = (relevant
-               .withColumn("conn", F.count(F.when(F.col("_open"), 1)).over(earlier))
-               .withColumn("_link", F.when(linked, F.last("_attach", ignorenulls=True).over(earlier_on_link))))
-    first_transfer = F.min(F.when(F.col("is_transfer"), F.struct("seq", "_link")))
-    per_delivery = (stepped.filter(F.col("is_transfer") | F.col("_settling"))
+    linked = F.col("_transfer") & F.col("channel").isNotNull() & F.col("handle").isNotNull()
+    last_attach = F.last(F.when(F.col("_attach"), F.col("seq")), ignorenulls=True).over(earlier_on_link)
+    stepped = (relevant.withColumn("conn", F.count(F.when(F.col("_open"), 1)).over(earlier))
+               .withColumn("_link", F.when(linked, last_attach)))
+    shift = F.lit(1 << LINK_SEQ_BITS)
+    first_transfer = F.min(F.when(F.col("_transfer"), F.col("seq") * shift + F.coalesce(F.col("_link") + 1, F.lit(0))))
+    per_delivery = (stepped.filter(F.col("_transfer") | F.col("_settling"))
                     .select("*", F.explode("ids").alias("delivery_id"))
-                    .groupBy("broker", "broker_version", *SESSION, "conn", "channel", "space", "delivery_id")
-                    .agg(F.min(F.when(F.col("is_transfer"), F.col("t_ns"))).alias("transfer_t_ns"),
-                         first_transfer["_link"].alias("_link"),
-                         F.max(F.when(F.col("is_transfer"), F.coalesce("settled", F.lit(False)))).alias("presettled"),
-                         F.min(F.when(~F.col("is_transfer"), F.col("t_ns"))).alias("disposition_t_ns"))
-                    .filter(F.col("transfer_t_ns").isNotNull()))
+                    .groupBy("broker", "broker_version", *session, "conn", "channel", "space", "delivery_id")
+                    .agg(F.min(F.when(F.col("_transfer"), F.col("t_ns"))).alias("transfer_t_ns"),
+                         first_transfer.alias("_first"),
+                         F.max(F.when(F.col("_transfer"), F.coalesce("settled", F.lit(False)))).alias("presettled"),
+                         F.min(F.when(F.col("_settling"), F.col("t_ns"))).alias("disposition_t_ns"))
+                    .filter(F.col("transfer_t_ns").isNotNull())
+                    .withColumn("_link", F.col("_first") % shift - 1))
+    attaches = frames.filter(is_attach).select(*SESSION, F.col("seq").alias("_link"), "snd_settle_mode",
+                                               "rcv_settle_mode")
     settled_t = F.when(F.col("disposition_t_ns") >= F.col("transfer_t_ns"), F.col("disposition_t_ns"))
-    return per_delivery.select(
-        "broker", "broker_version", "run_id", "case_id", "expectation_set",
-        F.substring_index("case_id", "/", 1).alias("family"), "party",
-        F.coalesce(F.concat_ws("/", F.col("_link.snd_settle_mode"), F.col("_link.rcv_settle_mode")),
-                   F.lit("unknown")).alias("settle_mode"),
-        "presettled", "transfer_t_ns", settled_t.alias("settled_t_ns"),
-        ((settled_t - F.col("transfer_t_ns")) / 1e6).alias("latency_ms"))
+    return (per_delivery.join(F.broadcast(attaches), [*SESSION, "_link"], "left")
+            .select("broker", "broker_version", "run_id", "case_id", "expectation_set",
+                    F.substring_index("case_id", "/", 1).alias("family"), "party",
+                    F.coalesce(F.concat_ws("/", "snd_settle_mode", "rcv_settle_mode"), F.lit("unknown"))
+                    .alias("settle_mode"),
+                    "presettled", "transfer_t_ns", settled_t.alias("settled_t_ns"),
+                    ((settled_t - F.col("transfer_t_ns")) / 1e6).alias("latency_ms")))
 
 
 def settlement_latency(delivered: DataFrame, by: Sequence[str] = LATENCY_BY) -> DataFrame:
