@@ -200,20 +200,30 @@ def results_table(parsed: DataFrame) -> DataFrame:
 
 
 def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
-    """Good frame lines joined with ``runs`` (``frames_dir``, ``run_id`` -> broker, version, run date)
-    -> the warehouse ``frames`` table; rows whose run is not in ``runs`` get a null ``broker``."""
+    """Good frame lines joined with ``runs`` (``file``, ``run_id`` -> broker, version, run date; see
+    :func:`runs_by_file`) -> the warehouse ``frames`` table; rows whose run is not in ``runs`` get a null
+    ``broker``. The join is on the file's name as read, so no per-line string work finds the run directory."""
     good = parsed.filter(F.col("problem").isNull())
     fields = F.from_json("r.fields", FRAME_FIELDS)
     flat = good.select(
-        run_dir_of("file").alias("frames_dir"),
-        "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
+        "file", "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
         "r.performative", "r.fields", "r.payload_len", "r.raw_hex", fields.alias("f"))
     flat = flat.select(
         "*", F.col("f.handle").alias("handle"), F.col("f.`delivery-id`").alias("delivery_id"),
         F.col("f.settled").alias("settled"), F.col("f.role").alias("role"), F.col("f.first").alias("first"),
         F.col("f.last").alias("last"), F.col("f.`snd-settle-mode`").alias("snd_settle_mode"),
         F.col("f.`rcv-settle-mode`").alias("rcv_settle_mode"), F.col("f.state.`@type`").alias("state")).drop("f")
-    return flat.join(F.broadcast(runs), ["frames_dir", "run_id"], "left")
+    return flat.join(F.broadcast(runs), ["file", "run_id"], "left")
+
+
+def runs_by_file(spark: SparkSession, files: Sequence[str], runs: DataFrame) -> DataFrame:
+    """``runs`` (``frames_dir``, ``run_id``, ...) keyed by each file Spark reads for ``files`` (a records file,
+    or each part file of a records directory): ``file`` as ``input_file_name()`` spells it, its run directory
+    as :func:`run_dir_of` finds it. Small: one row per file and run of its directory."""
+    names = spark.read.text(list(files)).inputFiles()
+    pattern = re.compile(r"/(results|frames)\.jsonl(/.*)?$")
+    dirs = spark.createDataFrame([(name, pattern.sub("", name)) for name in names], "file string, frames_dir string")
+    return runs.join(dirs, "frames_dir").drop("frames_dir")
 
 
 def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFrame, warehouse: str) -> IngestReport:
@@ -229,10 +239,10 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFram
     parsed = parse_lines(lines, FRAME_REQUIRED)
     checked, joined = Observation("frame lines"), Observation("frames")
     parsed = parsed.observe(checked, F.count(F.col("problem")).alias("malformed"))
-    frames = frames_table(parsed, runs)
+    frames = frames_table(parsed, runs_by_file(spark, frame_files, runs))
     frames = frames.observe(joined, F.count(F.when(F.col("broker").isNull(), 1)).alias("orphans"),
                             F.count(F.col("broker")).alias("written"))
-    frames.filter(F.col("broker").isNotNull()).drop("frames_dir").write.mode("overwrite") \
+    frames.filter(F.col("broker").isNotNull()).drop("file").write.mode("overwrite") \
         .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
     report.frames = int(joined.get["written"])
     report.orphan_frames = int(joined.get["orphans"])
