@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 MIB = 1024 * 1024
-PARTITION_BYTES = 128 * MIB      # input bytes per shuffle partition beyond the cores' own
+# input bytes per shuffle partition beyond the cores' own: compressed Parquet (or JSON text) grows some
+# tenfold or more as rows in memory, so a partition of 8 MiB read sorts and aggregates within a small heap
+PARTITION_BYTES = 8 * MIB
 MIN_HEAP_MIB = 1024              # the JVM's own needs plus Spark's reserved 300 MiB and room to work
 HEAP_MIB_PER_INPUT_GIB = 256     # more heap per GiB read (aggregation buffers and sort pages grow with it)
 MAX_HEAP_SHARE = 0.25            # never more than this share of the machine's memory
