@@ -170,52 +170,69 @@ def export_jsonl(spark, warehouse: str, run_dir: Path) -> None:
     frames.select(frame_line.alias("value")).write.mode("overwrite").text(str(run_dir / "frames.jsonl"))
 
 
-def time_ingest(spark, run_dir: Path, warehouse: str) -> dict:
-    """Ingest ``run_dir`` into a fresh ``warehouse``; returns wall time and what was read."""
-    from amqp_conformance.reports.pipeline.ingest import ingest
-
-    reset_peak(spark)
-    start = time.perf_counter()
-    report = ingest(spark, [str(run_dir)], warehouse)
-    return {"wall_s": time.perf_counter() - start, "results": report.results, "frames": report.frames,
-            "malformed": report.malformed_count, "jvm_peak_mb": jvm_peak_mb(spark)}
-
-
 def _jvm_pid(spark) -> int:
     return spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
 
 
-def reset_peak(spark) -> None:
-    """Reset the JVM's peak resident memory (Linux clear_refs 5), so the pipeline's own peak is measured."""
-    try:
-        Path(f"/proc/{_jvm_pid(spark)}/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
 def jvm_peak_mb(spark) -> float:
-    """Peak resident memory (VmHWM) of the driver JVM, in MiB."""
+    """Peak resident memory (VmHWM) of the driver JVM over its whole life, in MiB."""
     for line in Path(f"/proc/{_jvm_pid(spark)}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
 
-def run_spark(warehouse: str, out: Path, driver_memory: str) -> dict:
-    """Generate nothing; run the pipeline on ``warehouse`` and return its figures."""
+def _session(data: list[str], driver_memory: str | None):
+    """A fresh local session (this child process's own JVM) sized to ``data`` (see pipeline.sizing), or with
+    the driver memory asked for."""
+    from amqp_conformance.reports.pipeline.session import spark_session
+    from amqp_conformance.reports.pipeline.sizing import input_bytes, local_conf
+
+    conf = local_conf(input_bytes(data))
+    if driver_memory:
+        conf["spark.driver.memory"] = driver_memory
+    return spark_session(conf=conf), conf
+
+
+def ingest_child(run_dir: str, warehouse: str, driver_memory: str | None) -> dict:
+    """In this (child) process: ingest ``run_dir`` into a fresh ``warehouse``; wall time from the session's
+    start (JVM start-up excluded) and the JVM's peak from its start."""
+    from amqp_conformance.reports.pipeline.ingest import ingest
+
+    spark, conf = _session([run_dir], driver_memory)
+    start = time.perf_counter()
+    report = ingest(spark, [run_dir], warehouse)
+    figures = {"wall_s": time.perf_counter() - start, "results": report.results, "frames": report.frames,
+               "malformed": report.malformed_count, "jvm_peak_mb": jvm_peak_mb(spark),
+               "driver_memory": conf["spark.driver.memory"]}
+    spark.stop()
+    return figures
+
+
+def pipeline_child(warehouse: str, out: str, driver_memory: str | None) -> dict:
+    """In this (child) process: run the report job on ``warehouse`` as ``amqp-conformance report`` would, in a
+    JVM sized to the warehouse; wall time from the session's start, the JVM's peak from its start."""
     from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, read_table
     from amqp_conformance.reports.pipeline.job import run_report
-    from amqp_conformance.reports.pipeline.session import spark_session
 
-    spark = spark_session(conf={"spark.driver.memory": driver_memory})
-    reset_peak(spark)
+    spark, conf = _session([warehouse], driver_memory)
     start = time.perf_counter()
-    summary = run_report(read_table(spark, warehouse, RESULTS), read_table(spark, warehouse, FRAMES), out,
+    summary = run_report(read_table(spark, warehouse, RESULTS), read_table(spark, warehouse, FRAMES), Path(out),
                          max_logs=50)
-    wall = time.perf_counter() - start
-    figures = {"wall_s": wall, "jvm_peak_mb": jvm_peak_mb(spark),
-               "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **summary.counts}
+    figures = {"wall_s": time.perf_counter() - start, "jvm_peak_mb": jvm_peak_mb(spark),
+               "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               "driver_memory": conf["spark.driver.memory"],
+               "shuffle_partitions": conf["spark.sql.shuffle.partitions"], **summary.counts}
+    spark.stop()
     return figures
+
+
+def child(*args: str) -> dict:
+    """Run this script with ``args`` in a child process; returns the JSON it prints last."""
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 DUCKDB_SQL = """
@@ -226,15 +243,21 @@ CREATE MACRO vrank(v) AS CASE v WHEN 'PASS' THEN 0 WHEN 'INFO' THEN 0 WHEN 'NON-
 CREATE TABLE matrix AS SELECT * EXCLUDE (n) FROM (SELECT *, row_number() OVER (PARTITION BY broker, broker_version,
     case_id, expectation_set ORDER BY run_started DESC, run_id DESC) AS n FROM results) WHERE n = 1;
 CREATE TABLE summary AS SELECT broker, broker_version, expectation_set, count(*) AS cases,
+    count(*) FILTER (verdict = 'PASS') AS pass, count(*) FILTER (verdict = 'FAIL') AS fail,
+    count(*) FILTER (verdict = 'NON-STRICT') AS non_strict, count(*) FILTER (verdict = 'UNSUPPORTED') AS unsupported,
+    count(*) FILTER (verdict = 'ERROR') AS error, count(*) FILTER (verdict = 'INFO') AS info,
     round(100.0 * count(*) FILTER (verdict IN ('PASS', 'INFO'))
           / nullif(count(*) FILTER (verdict <> 'UNSUPPORTED'), 0), 1) AS compliant_pct
     FROM matrix GROUP BY ALL;
-CREATE TABLE run_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER (PARTITION BY broker, broker_version,
-    case_id, expectation_set ORDER BY run_started, run_id) AS prev FROM results)
+CREATE TABLE run_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER w AS prev, lag(run_id) OVER w AS prev_run,
+    lag(broker_version) OVER w AS prev_version FROM results WINDOW w AS (PARTITION BY broker, broker_version,
+    case_id, expectation_set ORDER BY run_started, run_id))
     WHERE prev IS NOT NULL AND vrank(verdict) > vrank(prev);
-CREATE TABLE version_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER (PARTITION BY broker, case_id,
-    expectation_set ORDER BY list_transform(list_filter(string_split_regex(broker_version, '[^0-9]+'),
-    lambda x: x <> ''), lambda x: TRY_CAST(x AS BIGINT)), broker_version) AS prev FROM matrix)
+CREATE TABLE version_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER w AS prev,
+    lag(run_id) OVER w AS prev_run, lag(broker_version) OVER w AS prev_version FROM matrix
+    WINDOW w AS (PARTITION BY broker, case_id, expectation_set
+    ORDER BY list_transform(list_filter(string_split_regex(broker_version, '[^0-9]+'),
+    lambda x: x <> ''), lambda x: TRY_CAST(x AS BIGINT)), broker_version))
     WHERE prev IS NOT NULL AND vrank(verdict) > vrank(prev);
 CREATE TABLE flaky AS SELECT broker, broker_version, case_id, expectation_set, count(*) AS runs FROM results
     GROUP BY ALL HAVING count(DISTINCT verdict) > 1;
@@ -286,13 +309,28 @@ def run_duckdb(warehouse: str) -> dict:
     counts = {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
               for name in ("matrix", "run_regressions", "version_regressions", "flaky", "stale")}
     wall = time.perf_counter() - start
+
+    def fetch(query: str) -> list[list]:
+        return [list(row) for row in con.execute(query).fetchall()]
+
+    outputs = {  # what the Spark report files hold, to compare (after the timing)
+        "matrix": fetch("SELECT broker, broker_version, case_id, expectation_set, verdict, run_id FROM matrix"),
+        "summary": fetch("SELECT broker, broker_version, expectation_set, cases, pass, fail, non_strict, unsupported, "
+                        "error, info, compliant_pct FROM summary"),
+        "regressions": fetch("SELECT broker, 'run', case_id, expectation_set, prev_version, broker_version, prev_run, "
+                            "run_id, prev, verdict FROM run_regressions UNION ALL SELECT broker, 'version', case_id, "
+                            "expectation_set, prev_version, broker_version, prev_run, run_id, prev, verdict "
+                            "FROM version_regressions"),
+        "flaky": fetch("SELECT broker, broker_version, case_id, expectation_set, runs FROM flaky"),
+        "stale": fetch("SELECT broker, broker_version, case_id, expectation_set, verdict, run_id FROM stale"),
+    }
     latency = [{"broker": b, "settle_mode": s, "family": f, "deliveries": n, "settled": k,
                 "p50_ms": None if p is None or p[0] is None else round(float(p[0]), 3),
                 "p95_ms": None if p is None or p[1] is None else round(float(p[1]), 3),
                 "p99_ms": None if p is None or p[2] is None else round(float(p[2]), 3),
                 "max_ms": None if m is None else round(float(m), 3)} for b, s, f, n, k, p, m in rows]
     return {"wall_s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "counts": counts, "latency": latency}
+            "counts": counts, "latency": latency, "outputs": outputs}
 
 
 def agree(spark_latency: list[dict], duck_latency: list[dict]) -> bool:
@@ -311,42 +349,91 @@ def agree(spark_latency: list[dict], duck_latency: list[dict]) -> bool:
     return True
 
 
+OUTPUT_KEYS = {  # report file -> (its rows' fields DuckDB's rows give, in the same order)
+    "matrix": ("compliance.json", "cells", ("broker", "broker_version", "case_id", "expectation_set", "verdict",
+                                            "run_id")),
+    "summary": ("compliance.json", "summary", ("broker", "broker_version", "expectation_set", "cases", "pass",
+                                               "fail", "non_strict", "unsupported", "error", "info", "compliant_pct")),
+    "regressions": ("regressions.json", None, ("broker", "kind", "case_id", "expectation_set", "from_version",
+                                               "to_version", "from_run_id", "to_run_id", "from_verdict",
+                                               "to_verdict")),
+    "flaky": ("flaky.json", None, ("broker", "broker_version", "case_id", "expectation_set", "runs")),
+    "stale": ("stale-deviations.json", None, ("broker", "broker_version", "case_id", "expectation_set", "verdict",
+                                              "run_id")),
+}
+
+
+def agreement(report: Path, duck: dict) -> dict[str, bool]:
+    """For each output (matrix cells, summary counts, regressions, flaky cases, stale deviations, latency
+    percentiles): True when Spark's report files in ``report`` hold exactly the rows DuckDB found."""
+    verdicts = {}
+    for name, (file, key, fields) in OUTPUT_KEYS.items():
+        data = json.loads((report / file).read_text())
+        spark_rows = sorted(tuple(row[f] for f in fields) for row in (data[key] if key else data))
+        duck_rows = sorted(tuple(row) for row in duck["outputs"][name])
+        verdicts[name] = spark_rows == duck_rows
+    verdicts["latency"] = agree(json.loads((report / "latency.json").read_text()), duck["latency"])
+    return verdicts
+
+
 def main() -> int:
-    """Run the benchmark for each size asked; print one block of figures a size."""
+    """Run the benchmark for each size asked; print one block of figures a size, then all of them side by side."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="small,full", help=f"comma-separated, from {', '.join(SIZES)}")
     parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
-    parser.add_argument("--driver-memory", default="6g", help="Spark driver memory (local mode: all of Spark)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the data under --work and reuse what an earlier run generated there")
+    parser.add_argument("--driver-memory", default=None,
+                        help="Spark driver memory of the ingest and pipeline (default: sized to the data, as "
+                             "'amqp-conformance report' sizes it)")
     parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
                         help="also time ingest of the data as JSON lines (default on)")
     parser.add_argument("--duckdb-child", metavar="WAREHOUSE", help=argparse.SUPPRESS)
+    parser.add_argument("--ingest-child", nargs=2, metavar=("RUN_DIR", "WAREHOUSE"), help=argparse.SUPPRESS)
+    parser.add_argument("--pipeline-child", nargs=2, metavar=("WAREHOUSE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.duckdb_child:
         print(json.dumps(run_duckdb(args.duckdb_child)))
+        return 0
+    if args.ingest_child:
+        print(json.dumps(ingest_child(*args.ingest_child, args.driver_memory)))
+        return 0
+    if args.pipeline_child:
+        print(json.dumps(pipeline_child(*args.pipeline_child, args.driver_memory)))
         return 0
 
     from amqp_conformance.reports.pipeline.session import spark_session
 
     work = Path(args.work or tempfile.mkdtemp(prefix="pipeline-bench-"))
+    memory = ["--driver-memory", args.driver_memory] if args.driver_memory else []
     print(f"machine: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores; "
-          f"Spark local[*], driver memory {args.driver_memory}; scratch {work}")
+          f"Spark local[*], driver memory {args.driver_memory or 'sized to the data'}; scratch {work}")
+    table = []
+    spark = None
     try:
         for size in args.sizes.split(","):
             brokers, versions, cases, runs, frames = SIZES[size]
             warehouse = str(work / size / "warehouse")
-            spark = spark_session(conf={"spark.driver.memory": args.driver_memory})
+            done_marker = work / size / "generated.json"
             start = time.perf_counter()
-            n_results, n_frames = generate(spark, warehouse, brokers, versions, cases, runs, frames)
+            if args.reuse and done_marker.exists():
+                n_results, n_frames = json.loads(done_marker.read_text())
+            else:
+                spark = spark or spark_session(conf={"spark.driver.memory": "2g"})
+                n_results, n_frames = generate(spark, warehouse, brokers, versions, cases, runs, frames)
+                if args.ingest:
+                    export_jsonl(spark, warehouse, work / size / "jsonl-run")
+                done_marker.write_text(json.dumps([n_results, n_frames]))
             generated = time.perf_counter() - start
             ingested = None
             if args.ingest:
-                export_jsonl(spark, warehouse, work / size / "jsonl-run")
-                ingested = time_ingest(spark, work / size / "jsonl-run", str(work / size / "ingested"))
-            figures = run_spark(warehouse, work / size / "report", args.driver_memory)
-            spark_latency = json.loads((work / size / "report" / "latency.json").read_text())
-            child = subprocess.run([sys.executable, __file__, "--duckdb-child", warehouse], capture_output=True,
-                                   text=True, check=True)
-            duck = json.loads(child.stdout)
+                shutil.rmtree(work / size / "ingested", ignore_errors=True)
+                ingested = child("--ingest-child", str(work / size / "jsonl-run"), str(work / size / "ingested"),
+                                 *memory)
+            report = work / size / "report"
+            figures = child("--pipeline-child", warehouse, str(report), *memory)
+            duck = child("--duckdb-child", warehouse)
+            agreed = agreement(report, duck)
             records = n_results + n_frames
             print(f"\n== size {size}: {brokers} brokers x {versions} versions x {cases} cases x {runs} runs, "
                   f"{frames} frames a case run ==")
@@ -356,22 +443,40 @@ def main() -> int:
                 read = ingested["results"] + ingested["frames"]
                 print(f"spark ingest (JSON lines -> Parquet warehouse): {ingested['wall_s']:.1f} s wall, "
                       f"{read / ingested['wall_s']:,.0f} records/s, {read:,} records, {ingested['malformed']} "
-                      f"malformed, driver JVM peak {ingested['jvm_peak_mb']:.0f} MiB")
+                      f"malformed, driver JVM peak {ingested['jvm_peak_mb']:.0f} MiB "
+                      f"(driver memory {ingested['driver_memory']})")
             print(f"spark pipeline: {figures['wall_s']:.1f} s wall, {records / figures['wall_s']:,.0f} records/s, "
-                  f"peak memory: driver JVM {figures['jvm_peak_mb']:.0f} MiB, "
+                  f"peak memory: driver JVM {figures['jvm_peak_mb']:.0f} MiB (driver memory "
+                  f"{figures['driver_memory']}, {figures['shuffle_partitions']} shuffle partitions), "
                   f"python {figures['python_peak_mb']:.0f} MiB")
             print(f"   outputs:     {figures['cells']:,} matrix cells, {figures['regressions']:,} regressions, "
                   f"{figures['flaky']:,} flaky, {figures['latency']:,} latency groups, {figures['stale']:,} stale")
             print(f"duckdb (1 node): {duck['wall_s']:.1f} s wall, {records / duck['wall_s']:,.0f} records/s, "
                   f"peak memory {duck['peak_mb']:.0f} MiB; counts {duck['counts']}")
-            print(f"ratio spark/duckdb wall time: {figures['wall_s'] / duck['wall_s']:.2f}; latency percentiles agree: "
-                  f"{'yes' if agree(spark_latency, duck['latency']) else 'NO'}")
-            spark.stop()
-            shutil.rmtree(work / size, ignore_errors=True)
+            print(f"ratio spark/duckdb wall time: {figures['wall_s'] / duck['wall_s']:.2f}; outputs agree with "
+                  f"DuckDB: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in agreed.items()))
+            table.append((size, records, ingested, figures, duck, agreed))
+            if not args.reuse:
+                shutil.rmtree(work / size, ignore_errors=True)
     finally:
+        if spark is not None:
+            spark.stop()
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    return 0
+    print_table(table)
+    return 0 if all(all(row[5].values()) for row in table) else 1
+
+
+def print_table(rows: list[tuple]) -> None:
+    """All sizes' figures side by side, one line a size (the table docs/pipeline.md records)."""
+    print("\n| size | records | Spark ingest | Spark pipeline | driver JVM peak (heap) | DuckDB | DuckDB peak "
+          "| Spark / DuckDB | outputs agree |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for size, records, ingested, spark, duck, agreed in rows:
+        ingest = f"{ingested['wall_s']:.1f} s" if ingested else "-"
+        print(f"| {size} | {records:,} | {ingest} | {spark['wall_s']:.1f} s | {spark['jvm_peak_mb']:,.0f} MiB "
+              f"({spark['driver_memory']}) | {duck['wall_s']:.1f} s | {duck['peak_mb']:,.0f} MiB | "
+              f"{spark['wall_s'] / duck['wall_s']:.2f} | {'all' if all(agreed.values()) else 'NOT ALL'} |")
 
 
 if __name__ == "__main__":

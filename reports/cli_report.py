@@ -108,7 +108,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from amqp_conformance.reports.pipeline.load import write_json
     from amqp_conformance.reports.pipeline.session import spark_session
 
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, conf=_local_sizing(args.master, args.run_dirs, warehouse))
     try:
         run_ids = None
         notes: list[str] = []
@@ -148,6 +148,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     for name, path in summary.paths.items():
         print(f"{name + ':':<12} {path}")
     return 0
+
+
+def _local_sizing(master: str | None, run_dirs: list[str], warehouse: str) -> dict[str, str]:
+    """Driver heap and shuffle partitions sized to the data (:mod:`.pipeline.sizing`) for a local master
+    (``local[*]`` by default); nothing for a cluster or under ``spark-submit``, whose settings win."""
+    import os
+
+    from amqp_conformance.reports.pipeline.sizing import input_bytes, local_conf
+
+    if (master is not None and not master.startswith("local")) or (master is None and "SPARK_ENV_LOADED" in os.environ):
+        return {}
+    return local_conf(input_bytes(run_dirs or [warehouse]))
 
 
 def _java_home() -> bool:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
+from pyspark.sql.types import StructType
 
 from .schema import (
     CORRUPT,
@@ -125,25 +126,33 @@ def run_dir_of(file: str) -> Column:
     return F.regexp_replace(file, r"/(results|frames)\.jsonl(/.*)?$", "")
 
 
-def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
-    """The lines of ``files`` with where they come from: ``file``, ``pid``, ``rid`` (for line numbers), ``value``.
+def read_lines(spark: SparkSession, files: Sequence[str], schema: StructType | None = None) -> DataFrame:
+    """The lines of ``files`` with where they come from: ``file``, ``pid``, ``rid`` (for line numbers), ``value``;
+    with ``schema``, also ``r``: the line parsed with it (``PERMISSIVE``, unreadable text in ``_corrupt_record``).
 
-    Blank lines are kept here (they count in line numbers) and skipped by :func:`parse_lines`.
+    Blank lines are kept here (they count in line numbers) and skipped by :func:`parse_lines`. The parse sits
+    in the same projection as the position columns, which are non-deterministic, so the optimizer pushes no
+    filter below it: each line is parsed once, however many checks read ``r`` (a filter on a column derived
+    from ``from_json`` would otherwise inline the parse once per reference, and run it uncompiled).
     """
-    return spark.read.text(list(files)).select(
-        F.input_file_name().alias("file"), F.spark_partition_id().alias("pid"),
-        F.monotonically_increasing_id().alias("rid"), "value")
+    columns = [F.input_file_name().alias("file"), F.spark_partition_id().alias("pid"),
+               F.monotonically_increasing_id().alias("rid"), F.col("value")]
+    if schema is not None:
+        columns.append(F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+                       .alias("r"))
+    return spark.read.text(list(files)).select(*columns)
 
 
-def parse_lines(lines: DataFrame, schema, required: Sequence[str]) -> DataFrame:
-    """Parse each non-blank line with ``schema``; adds ``problem`` (null for a good record, else why not)."""
-    parsed = lines.filter(F.trim("value") != "").withColumn(
-        "r", F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
+def parse_lines(lines: DataFrame, required: Sequence[str]) -> DataFrame:
+    """The non-blank lines of ``lines`` (from :func:`read_lines` with a schema) with ``problem``: null for a
+    good record, else why not (not a JSON object of the schema, or the required fields it lacks)."""
     missing = [F.when(F.col(f"r.{name}").isNull(), F.lit(name)) for name in required]
+    any_missing = F.col(f"r.{required[0]}").isNull()
+    for name in required[1:]:
+        any_missing = any_missing | F.col(f"r.{name}").isNull()
     problem = (F.when(F.col(f"r.{CORRUPT}").isNotNull(), F.lit("not a JSON object of the record schema"))
-               .when(F.size(F.array_compact(F.array(*missing))) > 0,
-                     F.concat(F.lit("missing field "), F.array_join(F.array_compact(F.array(*missing)), ", "))))
-    return parsed.withColumn("problem", problem)
+               .when(any_missing, F.concat(F.lit("missing field "), F.concat_ws(", ", *missing))))
+    return lines.filter(F.trim("value") != "").withColumn("problem", problem)
 
 
 def line_numbers(lines: DataFrame, bad: DataFrame) -> DataFrame:
@@ -191,20 +200,55 @@ def results_table(parsed: DataFrame) -> DataFrame:
 
 
 def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
-    """Good frame lines joined with ``runs`` (``frames_dir``, ``run_id`` -> broker, version, run date)
-    -> the warehouse ``frames`` table; rows whose run is not in ``runs`` get a null ``broker``."""
+    """Good frame lines joined with ``runs`` (``file``, ``run_id`` -> broker, version, run date; see
+    :func:`runs_by_file`) -> the warehouse ``frames`` table; rows whose run is not in ``runs`` get a null
+    ``broker``. The join is on the file's name as read, so no per-line string work finds the run directory."""
     good = parsed.filter(F.col("problem").isNull())
     fields = F.from_json("r.fields", FRAME_FIELDS)
     flat = good.select(
-        run_dir_of("file").alias("frames_dir"),
-        "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
+        "file", "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
         "r.performative", "r.fields", "r.payload_len", "r.raw_hex", fields.alias("f"))
     flat = flat.select(
         "*", F.col("f.handle").alias("handle"), F.col("f.`delivery-id`").alias("delivery_id"),
         F.col("f.settled").alias("settled"), F.col("f.role").alias("role"), F.col("f.first").alias("first"),
         F.col("f.last").alias("last"), F.col("f.`snd-settle-mode`").alias("snd_settle_mode"),
         F.col("f.`rcv-settle-mode`").alias("rcv_settle_mode"), F.col("f.state.`@type`").alias("state")).drop("f")
-    return flat.join(F.broadcast(runs), ["frames_dir", "run_id"], "left")
+    return flat.join(F.broadcast(runs), ["file", "run_id"], "left")
+
+
+def runs_by_file(spark: SparkSession, files: Sequence[str], runs: DataFrame) -> DataFrame:
+    """``runs`` (``frames_dir``, ``run_id``, ...) keyed by each file Spark reads for ``files`` (a records file,
+    or each part file of a records directory): ``file`` as ``input_file_name()`` spells it, its run directory
+    as :func:`run_dir_of` finds it. Small: one row per file and run of its directory."""
+    names = spark.read.text(list(files)).inputFiles()
+    pattern = re.compile(r"/(results|frames)\.jsonl(/.*)?$")
+    dirs = spark.createDataFrame([(name, pattern.sub("", name)) for name in names], "file string, frames_dir string")
+    return runs.join(dirs, "frames_dir").drop("frames_dir")
+
+
+def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFrame, warehouse: str) -> IngestReport:
+    """Parse ``frame_files``, join each frame to its run in ``runs`` (see :func:`frames_table`) and write the
+    frames of known runs into ``warehouse``, in one pass over the text; returns the frames written, the
+    orphans (frames of no run in ``runs``, not written) and the malformed lines with file and line.
+
+    The counts are observed while the frames are written (no second pass, nothing cached); the lines are
+    read a second time only when some are malformed, to number them.
+    """
+    report = IngestReport()
+    lines = read_lines(spark, frame_files, FRAME_LINE)
+    parsed = parse_lines(lines, FRAME_REQUIRED)
+    checked, joined = Observation("frame lines"), Observation("frames")
+    parsed = parsed.observe(checked, F.count(F.col("problem")).alias("malformed"))
+    frames = frames_table(parsed, runs_by_file(spark, frame_files, runs))
+    frames = frames.observe(joined, F.count(F.when(F.col("broker").isNull(), 1)).alias("orphans"),
+                            F.count(F.col("broker")).alias("written"))
+    frames.filter(F.col("broker").isNotNull()).drop("file").write.mode("overwrite") \
+        .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
+    report.frames = int(joined.get["written"])
+    report.orphan_frames = int(joined.get["orphans"])
+    if checked.get["malformed"]:
+        report.malformed = _collect_malformed(lines, parsed)
+    return report
 
 
 def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> IngestReport:
@@ -217,8 +261,8 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     report = IngestReport()
     result_files, frame_files = run_files(spark, run_dirs)
 
-    lines = read_lines(spark, result_files)
-    parsed = parse_lines(lines, RESULT_LINE, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
+    lines = read_lines(spark, result_files, RESULT_LINE)
+    parsed = parse_lines(lines, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
     report.malformed += _collect_malformed(lines, parsed)
     results = results_table(parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
@@ -241,17 +285,10 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     if frame_files:
         runs = results.select("run_id", "broker", "broker_version", "run_date").distinct()
         runs = runs.join(F.broadcast(owner_df), "run_id").withColumnRenamed("run_dir", "frames_dir")
-        lines = read_lines(spark, frame_files)
-        fparsed = parse_lines(lines, FRAME_LINE, FRAME_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
-        report.malformed += _collect_malformed(lines, fparsed)
-        frames = frames_table(fparsed, runs).persist(StorageLevel.MEMORY_AND_DISK)
-        report.orphan_frames = frames.filter(F.col("broker").isNull()).count()
-        written = frames.filter(F.col("broker").isNotNull()).drop("frames_dir")
-        written.write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
-            .partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
-        report.frames = read_table(spark, warehouse, FRAMES, report.run_ids).count()
-        frames.unpersist()
-        fparsed.unpersist()
+        frame_report = write_frames(spark, frame_files, runs, warehouse)
+        report.malformed += frame_report.malformed
+        report.orphan_frames = frame_report.orphan_frames
+        report.frames = frame_report.frames
     results.unpersist()
     parsed.unpersist()
     return report

@@ -67,7 +67,9 @@ def frame_logs(frames: DataFrame, cells: Iterable[dict[str, Any]], limit: int) -
                                   for c in chosen],
                                  "run_id string, case_id string, expectation_set string, cell_broker string, "
                                  "cell_version string")
-    wanted = frames.join(F.broadcast(keys), ["run_id", "case_id", "expectation_set"]).filter(F.col("seq") < LOG_FRAMES)
+    runs = sorted({c["run_id"] for c in chosen})  # read only those runs' partitions
+    wanted = (frames.filter(F.col("run_id").isin(runs) & (F.col("seq") < LOG_FRAMES))
+              .join(F.broadcast(keys), ["run_id", "case_id", "expectation_set"]))
     rows = wanted.select("cell_broker", "cell_version", "case_id", "expectation_set", "seq", "t_ns", "party", "dir",
                          "channel", "performative", "fields").collect()
     grouped: dict[tuple, list[dict]] = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+CONCURRENT_WRITERS = 16
 LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
@@ -49,7 +50,10 @@ def spark_session(master: str | None = None, app_name: str = "amqp-conformance-r
     builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               # a partitioned write keeps this many files open per task rather than sorting all its rows by
+               # partition first (ingest writes the partitions of a few runs per task)
+               .config("spark.sql.maxConcurrentOutputFileWriters", str(CONCURRENT_WRITERS)))
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     for key, value in (conf or {}).items():

@@ -125,6 +125,9 @@ def stale_deviations(matrix: DataFrame) -> DataFrame:
 SESSION = ("run_id", "case_id", "expectation_set", "party")
 
 
+LINK_SEQ_BITS = 31  # a frame's seq and its link's attach seq are packed into one long below 2**31 each
+
+
 def deliveries(frames: DataFrame) -> DataFrame:
     """One row per delivery seen in the frame records, with its settlement.
 
@@ -133,49 +136,62 @@ def deliveries(frames: DataFrame) -> DataFrame:
     sends. Its transfer time is that of its first transfer frame; it is *settled* at the first disposition
     with ``settled=true`` whose range covers it (``role=receiver`` from the other side, or ``role=sender``
     from the sending side). ``settle_mode`` is ``<snd-settle-mode>/<rcv-settle-mode>`` of the latest attach
-    of its link sent by the sending side (``unknown`` without one); ``family`` is the case's table.
+    of its link (same direction, channel and handle as its first transfer, sent before it); ``family`` is
+    the case's table.
     Columns: broker, broker_version, run_id, case_id, expectation_set, family, party, settle_mode,
     presettled, transfer_t_ns, settled_t_ns, latency_ms (null when no disposition settled it).
+
+    Plan: the frames are shuffled once, by a 64-bit hash of the session (a number sorts and hashes much
+    faster than four strings; the strings stay in every key, so a collision mixes nothing). The connection
+    number and the link's attach (its ``seq``) come from window functions over that partitioning; the
+    per-delivery aggregation groups by keys that contain the hash, so it needs no further shuffle, and keeps
+    only numbers in its buffers (the first transfer's seq and link packed in one long), so it hashes rather
+    than sorts. The settle modes are then looked up in the (small, broadcast) table of attaches.
     """
-    opens = (frames.filter((F.col("performative") == "open") & (F.col("dir") == "out"))
-             .groupBy(*SESSION).agg(F.collect_list("seq").alias("opens")))
-    attach = F.struct("seq", "dir", "channel", "handle", "snd_settle_mode", "rcv_settle_mode")
-    attaches = (frames.filter(F.col("performative") == "attach")
-                .groupBy(*SESSION).agg(F.collect_list(attach).alias("attaches")))
+    is_open = (F.col("performative") == "open") & (F.col("dir") == "out")
+    is_attach = F.col("performative") == "attach"
     is_transfer = (F.col("performative") == "transfer") & F.col("delivery_id").isNotNull()
     is_settling = (F.col("performative") == "disposition") & F.coalesce(F.col("settled"), F.lit(False)) \
         & F.col("first").isNotNull()
     other = F.when(F.col("dir") == "in", "out").otherwise("in")
-    relevant = (frames.filter(is_transfer | is_settling)
-                .select("broker", "broker_version", *SESSION, "seq", "t_ns", "dir", "channel", "handle",
-                        "settled", is_transfer.alias("is_transfer"),
+    relevant = (frames.filter(is_open | is_transfer | is_settling | is_attach)
+                .select("broker", "broker_version", F.xxhash64(*SESSION).alias("_sid"), *SESSION, "seq", "t_ns",
+                        "dir", "channel", "handle", "settled", is_open.alias("_open"), is_attach.alias("_attach"),
+                        is_transfer.alias("_transfer"), is_settling.alias("_settling"),
                         F.when(is_transfer, F.col("dir")).when(F.col("role") == "sender", F.col("dir"))
                         .otherwise(other).alias("space"),
                         F.when(is_transfer, F.array("delivery_id"))
                         .when(F.coalesce("last", "first") >= F.col("first"),
                               F.sequence("first", F.coalesce("last", "first")))
-                        .otherwise(F.array("first")).alias("ids")))
-    relevant = relevant.join(F.broadcast(opens), list(SESSION), "left").withColumn(
-        "conn", F.when(F.col("opens").isNull(), F.lit(0))
-        .otherwise(F.size(F.filter("opens", lambda s: s < F.col("seq")))))
-    per_delivery = (relevant.select("*", F.explode("ids").alias("delivery_id"))
-                    .groupBy("broker", "broker_version", *SESSION, "conn", "channel", "space", "delivery_id")
-                    .agg(F.min(F.when(F.col("is_transfer"), F.col("t_ns"))).alias("transfer_t_ns"),
-                         F.min(F.when(F.col("is_transfer"), F.col("seq"))).alias("transfer_seq"),
-                         F.min(F.when(F.col("is_transfer"), F.col("handle"))).alias("handle"),
-                         F.max(F.when(F.col("is_transfer"), F.coalesce("settled", F.lit(False)))).alias("presettled"),
-                         F.min(F.when(~F.col("is_transfer"), F.col("t_ns"))).alias("disposition_t_ns"))
-                    .filter(F.col("transfer_t_ns").isNotNull()))
-    link = F.array_max(F.filter("attaches", lambda a: (
-        (a["dir"] == F.col("space")) & (a["channel"] == F.col("channel")) & (a["handle"] == F.col("handle"))
-        & (a["seq"] < F.col("transfer_seq")))))
+                        .otherwise(F.array("first")).alias("ids"))
+                .repartition("_sid"))
+    session = ("_sid", *SESSION)
+    earlier = Window.partitionBy(*session).orderBy("seq").rangeBetween(Window.unboundedPreceding, -1)
+    earlier_on_link = (Window.partitionBy(*session, "dir", "channel", "handle").orderBy("seq")
+                       .rangeBetween(Window.unboundedPreceding, -1))
+    linked = F.col("_transfer") & F.col("channel").isNotNull() & F.col("handle").isNotNull()
+    last_attach = F.last(F.when(F.col("_attach"), F.col("seq")), ignorenulls=True).over(earlier_on_link)
+    stepped = (relevant.withColumn("conn", F.count(F.when(F.col("_open"), 1)).over(earlier))
+               .withColumn("_link", F.when(linked, last_attach)))
+    shift = F.lit(1 << LINK_SEQ_BITS)
+    first_transfer = F.min(F.when(F.col("_transfer"), F.col("seq") * shift + F.coalesce(F.col("_link") + 1, F.lit(0))))
+    per_delivery = (stepped.filter(F.col("_transfer") | F.col("_settling"))
+                    .select("*", F.explode("ids").alias("delivery_id"))
+                    .groupBy("broker", "broker_version", *session, "conn", "channel", "space", "delivery_id")
+                    .agg(F.min(F.when(F.col("_transfer"), F.col("t_ns"))).alias("transfer_t_ns"),
+                         first_transfer.alias("_first"),
+                         F.max(F.when(F.col("_transfer"), F.coalesce("settled", F.lit(False)))).alias("presettled"),
+                         F.min(F.when(F.col("_settling"), F.col("t_ns"))).alias("disposition_t_ns"))
+                    .filter(F.col("transfer_t_ns").isNotNull())
+                    .withColumn("_link", F.col("_first") % shift - 1))
+    attaches = frames.filter(is_attach).select(*SESSION, F.col("seq").alias("_link"), "snd_settle_mode",
+                                               "rcv_settle_mode")
     settled_t = F.when(F.col("disposition_t_ns") >= F.col("transfer_t_ns"), F.col("disposition_t_ns"))
-    return (per_delivery.join(F.broadcast(attaches), list(SESSION), "left")
-            .withColumn("_link", link)
+    return (per_delivery.join(F.broadcast(attaches), [*SESSION, "_link"], "left")
             .select("broker", "broker_version", "run_id", "case_id", "expectation_set",
                     F.substring_index("case_id", "/", 1).alias("family"), "party",
-                    F.coalesce(F.concat_ws("/", F.col("_link.snd_settle_mode"), F.col("_link.rcv_settle_mode")),
-                               F.lit("unknown")).alias("settle_mode"),
+                    F.coalesce(F.concat_ws("/", "snd_settle_mode", "rcv_settle_mode"), F.lit("unknown"))
+                    .alias("settle_mode"),
                     "presettled", "transfer_t_ns", settled_t.alias("settled_t_ns"),
                     ((settled_t - F.col("transfer_t_ns")) / 1e6).alias("latency_ms")))
 
