@@ -22,7 +22,8 @@ from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
 from amqp_conformance.fixtures.verdict import Verdict
 from amqp_conformance.peers.address import BrokerAddress
-from amqp_conformance.reports.records import new_run_id, read_not_applicable, read_results
+from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE, new_run_id, read_not_applicable, read_results
+from amqp_conformance.reports.run_dir import ALLURE_RESULTS, SUMMARY_FILE
 
 CONFORMANCE_DIR = Path(__file__).parent
 
@@ -155,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise Usage(f"cannot write to --out {out}: {exc.strerror}; choose another directory") from None
     run_id = new_run_id()
     pytest_args = [str(CONFORMANCE_DIR), "-c", str(CONFORMANCE_DIR / "pytest.ini"), "--rootdir", str(CONFORMANCE_DIR),
-                   "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / "allure-results"),
+                   "--amqp-out", str(out), "--amqp-run-id", run_id, "--alluredir", str(out / ALLURE_RESULTS),
                    "--case-timeout", str(args.timeout), "--quiet-time", str(args.quiet_time),
                    "-p", "no:randomly", "-rfE",
                    "-v" if args.verbose else "-q"]
@@ -220,8 +221,8 @@ def write_run_reports(results: list[dict], not_applicable: list[dict], out: Path
     from amqp_conformance.reports.summary_html import render_html
 
     summary = summarize(results, not_applicable)
-    outputs = {"results": out / "results.jsonl", "frames": out / "frames.jsonl", "summary": out / "summary.html"}
-    (out / "summary.html").write_text(render_html(summary), encoding="utf-8")
+    outputs = {"results": out / RESULTS_FILE, "frames": out / FRAMES_FILE, "summary": out / SUMMARY_FILE}
+    outputs["summary"].write_text(render_html(summary), encoding="utf-8")
     if junit is not None:
         try:
             junit.parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +230,7 @@ def write_run_reports(results: list[dict], not_applicable: list[dict], out: Path
         except OSError as exc:
             raise Usage(f"cannot write --junit {junit}: {exc.strerror}; choose another file") from None
         outputs["junit"] = junit
-    outputs["allure"] = out / "allure-results"
+    outputs["allure"] = out / ALLURE_RESULTS
     width = width or min(max(shutil.get_terminal_size((100, 24)).columns, 80), 120)
     print(render_text(summary, outputs, width))
     print(f"render:  amqp-conformance report --allure {out}  (the Allure report; one file that opens from disk)")

@@ -16,10 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .records import FRAMES_FILE, NOT_APPLICABLE_FILE, RESULTS_FILE
+
 EARLIER_RUNS = "earlier-runs"
+SUMMARY_FILE = "summary.html"
+ALLURE_RESULTS = "allure-results"
 # what a run writes into its --out directory (and what moves away when the next run starts there)
-RUN_OUTPUTS = ("results.jsonl", "frames.jsonl", "allure-results", "summary.html", "junit.xml",
-               "not-applicable.jsonl")
+RUN_OUTPUTS = (RESULTS_FILE, FRAMES_FILE, ALLURE_RESULTS, SUMMARY_FILE, "junit.xml", NOT_APPLICABLE_FILE)
 
 
 def read_json_lines(path: Path, warn: bool = True) -> list[dict[str, Any]]:
@@ -55,10 +58,10 @@ def earlier_run_id(out_dir: Path) -> str | None:
     present = [p for p in present if not p.is_dir() or any(p.iterdir())]
     if not present:
         return None
-    for record in read_json_lines(out_dir / RUN_OUTPUTS[0], warn=False):
+    for record in read_json_lines(out_dir / RESULTS_FILE, warn=False):
         if isinstance(record.get("run_id"), str) and record["run_id"]:
             return record["run_id"].replace("/", "_")
-    properties = out_dir / "allure-results" / "environment.properties"
+    properties = out_dir / ALLURE_RESULTS / "environment.properties"
     if properties.is_file():
         for line in properties.read_text(encoding="utf-8", errors="replace").splitlines():
             key, sep, value = line.partition("=")

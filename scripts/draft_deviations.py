@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from amqp_conformance.fixtures.baseline import last_run
 from amqp_conformance.fixtures.deviation_draft import draft_entries, to_toml
 from amqp_conformance.fixtures.profiles import ProfileError, load_profile
 from amqp_conformance.reports.records import RESULTS_FILE, read_results
@@ -32,8 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         print(f"draft_deviations: no results in {args.run_dir / RESULTS_FILE}", file=sys.stderr)
         return 2
-    last_run = records[-1]["run_id"]
-    records = [r for r in records if r["run_id"] == last_run]
+    records = last_run(records)
     try:
         profile = load_profile(args.profile) if args.profile else None
     except ProfileError as exc:
