@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proton import UNDESCRIBED, Array, Data, symbol
+from proton import UNDESCRIBED, Array, Data, symbol, ubyte
 
 from ..frames import (
     AMQP_HEADER,
@@ -22,8 +22,8 @@ from ..frames import (
     encode_frame,
 )
 
-SASL_OK = 0
-SASL_AUTH = 1
+SASL_OK = ubyte(0)  # sasl-outcome's code is a ubyte (SASL 5.3.3.6); a bare int would encode as a long
+SASL_AUTH = ubyte(1)
 
 
 @dataclass
