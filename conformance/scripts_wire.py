@@ -8,11 +8,13 @@ fields, its performative bytes (frame body without payload, hex) and its encodin
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import PeerError, ScriptedPeer
+from amqp_conformance.peers.turns import waiting
 from proton import Condition, Delivery, symbol
 
 from .context import CaseContext, SetupFailed, setup_step
@@ -152,6 +154,7 @@ class FailedExchange:
 
 
 _EXCHANGES: dict[str, ScriptedPeer | FailedExchange] = {}  # by broker URL
+_EXCHANGING = threading.Lock()  # rows run side by side (run -n) wait for the one exchange, never run a second
 
 
 def forget_exchanges() -> None:
@@ -162,14 +165,19 @@ def forget_exchanges() -> None:
 def _shared_exchange(ctx: CaseContext) -> ScriptedPeer | FailedExchange:
     """The exchange of this broker, run by the first row that needs it, kept (or its failure, with every frame
     captured up to it) for every row: one exchange, one outcome, each row judged on its own frame."""
-    cached = _EXCHANGES.get(ctx.address.url)
-    if cached is None:
-        try:
-            cached = _exchange(ctx)
-        except PeerError as exc:
-            cached = FailedExchange(f"the shared wire exchange failed (first run for {ctx.case_id}): {exc}",
-                                    list(ctx.peers))
-        _EXCHANGES[ctx.address.url] = cached
+    with waiting():  # never wait for the lock holding a turn: its holder needs turns to finish (peers/turns.py)
+        _EXCHANGING.acquire()
+    try:
+        cached = _EXCHANGES.get(ctx.address.url)
+        if cached is None:
+            try:
+                cached = _exchange(ctx)
+            except PeerError as exc:
+                cached = FailedExchange(f"the shared wire exchange failed (first run for {ctx.case_id}): {exc}",
+                                        list(ctx.peers))
+            _EXCHANGES[ctx.address.url] = cached
+    finally:
+        _EXCHANGING.release()
     peers = cached.peers if isinstance(cached, FailedExchange) else [cached]
     ctx.peers.extend(p for p in peers if p not in ctx.peers)  # the row's frame log: that exchange
     return cached

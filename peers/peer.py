@@ -28,6 +28,7 @@ from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
+from .turns import waiting
 
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
@@ -225,7 +226,8 @@ class ScriptedPeer:
             except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 if time.monotonic() > deadline:
                     raise PeerError("the broker stopped reading: a write did not complete in time") from None
-                select.select([], [self._sock], [], 0.05)
+                with waiting():
+                    select.select([], [self._sock], [], 0.05)
             except OSError as exc:
                 self._eof = True
                 raise PeerError(f"write to broker failed: {exc}") from None
@@ -503,7 +505,8 @@ def wait_readable(sock: socket.socket, watch: Watch | None, remaining: float) ->
     if watch is not None and watch.idle():
         return "idle"
     poll = min(remaining, IDLE_POLL_S if watch is not None else 0.05)
-    return "readable" if select.select([sock], [], [], poll)[0] else "nothing"
+    with waiting():  # cases side by side take turns everywhere but here (peers/turns.py)
+        return "readable" if select.select([sock], [], [], poll)[0] else "nothing"
 
 
 def _field_pattern(fields: dict[str, Any]) -> dict[str, Any]:
