@@ -218,7 +218,9 @@ public final class Shim {
         } catch (Exception e) {
             throw new Failure(error("client", describe(e)));
         }
-        StringBuilder remote = new StringBuilder("amqp://").append(uri.getHost());
+        // qpid-jms takes amqp, amqps, amqpws and amqpwss URIs; the contract gives amqp://
+        StringBuilder remote = new StringBuilder(uri.getScheme() == null ? "amqp" : uri.getScheme())
+                .append("://").append(uri.getHost());
         if (uri.getPort() >= 0) {
             remote.append(':').append(uri.getPort());
         }
@@ -232,9 +234,9 @@ public final class Shim {
         if (userInfo != null) {
             int colon = userInfo.indexOf(':');
             String user = colon < 0 ? userInfo : userInfo.substring(0, colon);
-            factory.setUsername(URLDecoder.decode(user, StandardCharsets.UTF_8));
+            factory.setUsername(percentDecode(user));
             if (colon >= 0) {
-                factory.setPassword(URLDecoder.decode(userInfo.substring(colon + 1), StandardCharsets.UTF_8));
+                factory.setPassword(percentDecode(userInfo.substring(colon + 1)));
             }
         }
 
@@ -718,6 +720,9 @@ public final class Shim {
         if (t instanceof Failure) {
             return (Failure) t;
         }
+        if (causeOf(t, ProviderConnectionRemotelyClosedException.class) != null) {
+            scope = "connection"; // the peer closed the connection: whatever the command was about went with it
+        }
         for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
             Matcher m = c.getMessage() == null ? null : CONDITION.matcher(c.getMessage());
             if (m != null && m.matches()) {
@@ -823,6 +828,11 @@ public final class Shim {
     private static long timeout(JsonObject cmd) {
         return cmd.has("timeout_ms") && !cmd.get("timeout_ms").isJsonNull()
                 ? Math.max(1, cmd.get("timeout_ms").getAsLong()) : DEFAULT_TIMEOUT_MS;
+    }
+
+    /** A URL's user-info part decoded: %XX escapes only ('+' is a plus there, not a space). */
+    private static String percentDecode(String raw) {
+        return URLDecoder.decode(raw.replace("+", "%2B"), StandardCharsets.UTF_8);
     }
 
     private static String str(JsonObject o, String key) {
