@@ -384,8 +384,12 @@ async function cmdAttach(cmd) {
 // ---------------------------------------------------------------------------------------------
 // send
 
-function recApi(rec) {
-  return rec.calls.concat(rec.events).join(', then ');
+function recApi(d, rec) {
+  const parts = rec.calls.slice();
+  if (rec.presettled && d.remote_settled) {
+    parts.push('transfer written settled (remote_settled is rhea\'s own mark for that, not a peer\'s word)');
+  }
+  return parts.concat(rec.events).join(', then ');
 }
 
 function sendReport(d, rec) {
@@ -395,7 +399,7 @@ function sendReport(d, rec) {
     remote_state: stateJson(d.remote_state),
     remote_settled: nullable(d.remote_settled),
     locally_settled: nullable(d.settled),
-    api: recApi(rec),
+    api: recApi(d, rec),
   };
 }
 
@@ -446,7 +450,7 @@ async function cmdSend(cmd) {
         d.update(true);
         rec.calls.push('Delivery.update(true) before the transfer');
       }
-      rec.calls.push('remote_settled is rhea\'s own mark once it has written a settled transfer');
+      rec.presettled = true;
       presettled.add(d);
     }
     ls.sent.set(d, rec);
