@@ -124,11 +124,25 @@ class Cycle {
     this.links = new Map(); // harness name -> LinkState
     this.waiters = new Set(); // objects with fail(error) to call when the connection dies
     this.closing = false;
+    this.dead = null; // the error that lost the connection
     this.closed = false;
   }
 
-  failWaiters(error) {
-    for (const w of Array.from(this.waiters)) w.fail(error);
+  // The session or connection under some links ended: those links are dead (a later command on
+  // one gets ``error``), and the commands waiting on them fail with it. Returns how many did.
+  lost(error, session) {
+    if (!session) this.dead = this.dead || error;
+    for (const ls of this.links.values()) {
+      if (!session || ls.link.session === session) ls.dead = ls.dead || error;
+    }
+    let failed = 0;
+    for (const w of Array.from(this.waiters)) {
+      if (!session || w.session === session) {
+        w.fail(error);
+        failed++;
+      }
+    }
+    return failed;
   }
 }
 
@@ -150,31 +164,44 @@ class LinkState {
 
 let cycle = null;
 
+function requireConnection() {
+  if (!cycle || !cycle.connection || cycle.closed) throw clientError('no connection: send connect first');
+  if (cycle.dead) throw new ShimError(Object.assign({}, cycle.dead)); // the connection was lost
+  return cycle;
+}
+
 function requireLink(name) {
-  if (!cycle || !cycle.connection) throw clientError('no connection: send connect first');
+  requireConnection();
   const ls = cycle.links.get(name);
   if (!ls) throw clientError('unknown link ' + JSON.stringify(name));
+  if (ls.dead) throw new ShimError(Object.assign({}, ls.dead));
   return ls;
 }
 
 function wireConnectionEvents(cyc, conn, pending) {
+  // After its connect failed or its close completed, a cycle's connection is only logged.
+  const over = (what, detail) => {
+    if (!cyc.closed) return false;
+    diag('after the end of its cycle, connection ' + cyc.connection.options.id + ': ' + what, detail || '');
+    return true;
+  };
   conn.on('connection_open', () => {
     if (pending.open) pending.open.resolve();
   });
   conn.on('connection_error', (context) => {
+    if (over('connection_error', context.error && context.error.message)) return;
     const err = errorFrom('connection', context.error || conn.error);
     if (pending.open) return pending.open.reject(new ShimError(err));
     if (pending.close) return pending.close.reject(new ShimError(err));
-    cyc.failWaiters(err);
-    emit({ event: 'error', scope: 'connection', condition: err.condition, description: err.description });
+    if (!cyc.lost(err, null)) emit({ event: 'error', scope: 'connection', condition: err.condition, description: err.description });
   });
   conn.on('connection_close', (context) => {
     if (context && context.error) return; // reported by connection_error
     if (pending.close) return pending.close.resolve();
+    if (over('connection_close')) return;
     if (pending.open) return pending.open.reject(clientError('connection_close before connection_open'));
-    const err = { kind: 'amqp', scope: 'connection', condition: null, description: 'remote closed the connection' };
-    cyc.failWaiters(err);
-    emit({ event: 'remote-close', scope: 'connection', condition: null, description: null });
+    const err = { kind: 'amqp', scope: 'connection', condition: null, description: null };
+    if (!cyc.lost(err, null)) emit({ event: 'remote-close', scope: 'connection', condition: null, description: null });
   });
   conn.on('disconnected', (context) => {
     const e = context && context.error;
@@ -184,33 +211,38 @@ function wireConnectionEvents(cyc, conn, pending) {
       if (e) return pending.close.reject(clientError(description));
       return pending.close.resolve();
     }
-    if (cyc.closed) return;
-    cyc.failWaiters({ kind: 'client', description: description });
-    emit({ event: 'error', scope: 'connection', condition: null, description: description });
+    if (over('disconnected', description)) return;
+    if (!cyc.lost({ kind: 'client', description: description }, null)) {
+      emit({ event: 'error', scope: 'connection', condition: null, description: description });
+    }
   });
   conn.on('protocol_error', (e) => {
     const description = 'ProtocolError: ' + (e && e.message);
-    diag(description);
     if (pending.open) return pending.open.reject(clientError(description));
+    if (over('protocol_error', description)) return;
     emit({ event: 'error', scope: 'connection', condition: null, description: description });
   });
   conn.on('error', (e) => {
     const description = (e && e.name ? e.name : 'Error') + ': ' + (e && e.message);
-    diag('connection error event', description);
     if (pending.open) return pending.open.reject(clientError(description));
     if (pending.close) return pending.close.reject(clientError(description));
-    cyc.failWaiters({ kind: 'client', description: description });
-    emit({ event: 'error', scope: 'connection', condition: null, description: description });
+    if (over('error', description)) return;
+    if (!cyc.lost({ kind: 'client', description: description }, null)) {
+      emit({ event: 'error', scope: 'connection', condition: null, description: description });
+    }
   });
   conn.on('session_error', (context) => {
+    if (over('session_error')) return;
     const err = errorFrom('session', context.session && context.session.error);
-    cyc.failWaiters(err);
-    emit({ event: 'error', scope: 'session', condition: err.condition, description: err.description });
+    if (!cyc.lost(err, context.session)) {
+      emit({ event: 'error', scope: 'session', condition: err.condition, description: err.description });
+    }
   });
   conn.on('session_close', (context) => {
     if (context.session && context.session.error) return; // reported by session_error
-    if (cyc.closing) return;
-    emit({ event: 'remote-close', scope: 'session', condition: null, description: null });
+    if (cyc.closing || over('session_close')) return;
+    const err = { kind: 'amqp', scope: 'session', condition: null, description: null };
+    if (!cyc.lost(err, context.session)) emit({ event: 'remote-close', scope: 'session', condition: null, description: null });
   });
 }
 
@@ -246,7 +278,8 @@ async function cmdConnect(cmd) {
     const t = timer(cmd.timeout_ms, () => 'no connection_open within ' + cmd.timeout_ms + ' ms', reject);
     pending.open = {
       resolve: () => { clearTimeout(t); pending.open = null; resolve(); },
-      reject: (e) => { clearTimeout(t); pending.open = null; reject(e); },
+      // the cycle is over at once: what rhea reports of this connection afterwards is only logged
+      reject: (e) => { clearTimeout(t); pending.open = null; cyc.closed = true; reject(e); },
     };
     try {
       conn.connect();
@@ -271,16 +304,19 @@ function linkEvents(cyc, ls) {
   link.on(prefix + 'error', () => {
     // the remote detached with an error; a close event follows.
     const err = errorFrom('link', link.error);
+    ls.dead = err;
     if (ls.awaiting) return ls.awaiting.reject(new ShimError(err));
-    failLinkWaiters(ls, err);
-    emit({ event: 'error', scope: 'link', link: ls.name, condition: err.condition, description: err.description });
+    if (!failLinkWaiters(ls, err)) {
+      emit({ event: 'error', scope: 'link', link: ls.name, condition: err.condition, description: err.description });
+    }
   });
   link.on(prefix + 'close', () => {
     if (link.error) return; // reported by the error event
     if (ls.awaiting && ls.awaiting.kind === 'close') return ls.awaiting.resolve();
-    if (ls.awaiting) return ls.awaiting.reject(new ShimError({ kind: 'amqp', scope: 'link', condition: null, description: 'remote detached the link without an error' }));
-    failLinkWaiters(ls, { kind: 'amqp', scope: 'link', condition: null, description: 'remote detached the link' });
-    emit({ event: 'remote-close', scope: 'link', link: ls.name, condition: null, description: null });
+    const err = { kind: 'amqp', scope: 'link', condition: null, description: null };
+    ls.dead = err;
+    if (ls.awaiting) return ls.awaiting.reject(new ShimError(err));
+    if (!failLinkWaiters(ls, err)) emit({ event: 'remote-close', scope: 'link', link: ls.name, condition: null, description: null });
   });
 
   if (ls.role === 'sender') {
@@ -309,13 +345,14 @@ function linkEvents(cyc, ls) {
 }
 
 function failLinkWaiters(ls, err) {
-  if (ls.sendWaiter) ls.sendWaiter.fail(err);
-  if (ls.receiveWaiter) ls.receiveWaiter.fail(err);
+  let failed = 0;
+  if (ls.sendWaiter) { ls.sendWaiter.fail(err); failed++; }
+  if (ls.receiveWaiter) { ls.receiveWaiter.fail(err); failed++; }
+  return failed;
 }
 
 async function cmdAttach(cmd) {
-  if (!cycle || !cycle.connection || cycle.closed) throw clientError('no connection: send connect first');
-  const cyc = cycle;
+  const cyc = requireConnection();
   if (cyc.links.has(cmd.link)) throw clientError('link ' + JSON.stringify(cmd.link) + ' already attached');
   if (cmd.role !== 'sender' && cmd.role !== 'receiver') throw clientError('role must be sender or receiver');
   const snd = cmd.snd_settle_mode === undefined ? undefined : SND_SETTLE[cmd.snd_settle_mode];
@@ -345,7 +382,7 @@ async function cmdAttach(cmd) {
 
   await new Promise((resolve, reject) => {
     let t = null;
-    const waiter = { fail: (err) => done(new ShimError(err)) };
+    const waiter = { session: link.session, fail: (err) => done(new ShimError(err)) };
     const done = (err) => {
       clearTimeout(t);
       ls.awaiting = null;
@@ -360,9 +397,13 @@ async function cmdAttach(cmd) {
         // A refusing peer answers the attach with a null terminus and detaches at once; wait for
         // that detach (it usually comes in the same read) rather than report the link open.
         const remote = link.remote.attach || {};
-        const terminus = cmd.role === 'sender' ? remote.target : remote.source;
+        // rhea keeps a null terminus as its typed null (types.unwrap gives null for it)
+        const terminus = rhea.types.unwrap(cmd.role === 'sender' ? remote.target : remote.source);
         if (terminus === undefined || terminus === null) {
           diag('remote attach of ' + cmd.link + ' has a null ' + (cmd.role === 'sender' ? 'target' : 'source') + '; waiting for its detach');
+          // no detach within a second: report the open rhea raised
+          clearTimeout(t);
+          t = setTimeout(() => done(), Math.min(1000, cmd.timeout_ms));
           return;
         }
         setImmediate(() => { if (ls.awaiting && ls.awaiting.kind === 'open') done(); });
@@ -435,21 +476,24 @@ async function cmdSend(cmd) {
   const messages = cmd.messages || [];
   const deliveries = [];
   const presettled = new Set();
+  // rhea settles a send only through the link's sender settle mode: Sender.send() marks the delivery
+  // settled when snd_settle_mode is settled (1) and never otherwise; there is no per-message choice
+  // (its maintainer: https://github.com/amqp/rhea/issues/72). Settling the returned delivery with
+  // Delivery.update(true) before its transfer is written does make rhea write it settled, but rhea
+  // then also writes a disposition for it (even before the transfer when credit is short), which
+  // is not a pre-settled send.
   if (snd === 1 && messages.some((m) => !m.settled)) {
     throw new ShimError({ kind: 'unsupported', description: 'rhea sends every message settled on a link attached with snd_settle_mode settled (Sender.send sets delivery.settled): it cannot send one unsettled there' });
+  }
+  if (snd !== 1 && messages.some((m) => m.settled)) {
+    throw new ShimError({ kind: 'unsupported', description: 'rhea sends a message pre-settled only on a link attached with snd_settle_mode settled (Sender.send); it has no per-message settled send on a ' + (snd === 0 ? 'unsettled' : 'mixed') + ' link' });
   }
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
     const d = sender.send({ body: m.body });
     const rec = { index: i, calls: ['Sender.send() returned'], events: [], replied: false };
     if (m.settled) {
-      if (snd === 1) {
-        rec.calls = ['Sender.send() returned (snd_settle_mode settled: rhea sends it settled)'];
-      } else {
-        // Settle it before rhea writes its transfer (rhea writes on the next tick).
-        d.update(true);
-        rec.calls.push('Delivery.update(true) before the transfer');
-      }
+      rec.calls = ['Sender.send() returned (snd_settle_mode settled: rhea sends it settled)'];
       rec.presettled = true;
       presettled.add(d);
     }
@@ -488,6 +532,7 @@ async function cmdSend(cmd) {
       finish(null);
     };
     const waiter = {
+      session: sender.session,
       check: check,
       fail: (err) => {
         if (finished) return;
@@ -626,6 +671,7 @@ async function cmdReceive(cmd) {
   return await new Promise((resolve, reject) => {
     let t = null;
     const w = {
+      session: receiver.session,
       count: count,
       call: call,
       reports: [],
@@ -657,17 +703,24 @@ async function cmdReceive(cmd) {
 // detach, close
 
 async function cmdDetach(cmd) {
-  const ls = requireLink(cmd.link);
+  if (!cycle || !cycle.connection) throw clientError('no connection: send connect first');
   const cyc = cycle;
+  const ls = cyc.links.get(cmd.link);
+  if (!ls) throw clientError('unknown link ' + JSON.stringify(cmd.link));
   const link = ls.link;
   if (link.remote.detach) {
-    // the remote detached it before (reported then as an event) and rhea answered; nothing left to do
+    // the remote detached it before (reported then) and rhea answered with its own detach
     cyc.links.delete(cmd.link);
     return {};
   }
+  if (ls.dead) {
+    // its session or connection ended: there is no link left to detach
+    cyc.links.delete(cmd.link);
+    throw new ShimError(Object.assign({}, ls.dead));
+  }
   await new Promise((resolve, reject) => {
     let t = null;
-    const waiter = { fail: (err) => done(new ShimError(err)) };
+    const waiter = { session: link.session, fail: (err) => done(new ShimError(err)) };
     const done = (err) => {
       clearTimeout(t);
       ls.awaiting = null;
@@ -689,12 +742,14 @@ async function cmdClose(cmd) {
   const pending = cyc.pending || {};
   cyc.closing = true;
   try {
-    if (cyc.closed || !conn.socket_ready) return {};
+    // nothing to close when the cycle is over, the socket is gone or the peer closed it first
+    // (rhea then answered with its own close)
+    if (cyc.closed || !conn.socket_ready || conn.remote.close || conn.is_closed()) return {};
     await new Promise((resolve, reject) => {
       const t = timer(cmd.timeout_ms, () => 'no remote close within ' + cmd.timeout_ms + ' ms', (e) => { pending.close = null; reject(e); });
       pending.close = {
-        resolve: () => { clearTimeout(t); pending.close = null; resolve(); },
-        reject: (e) => { clearTimeout(t); pending.close = null; reject(e); },
+        resolve: () => { clearTimeout(t); pending.close = null; cyc.closed = true; resolve(); },
+        reject: (e) => { clearTimeout(t); pending.close = null; cyc.closed = true; reject(e); },
       };
       conn.close();
     });
@@ -769,7 +824,7 @@ rl.on('close', () => {
 
 process.on('uncaughtException', (e) => {
   diag('uncaught exception:', e && e.stack ? e.stack : e);
-  if (cycle) cycle.failWaiters({ kind: 'client', description: (e && e.name) + ': ' + (e && e.message) });
+  if (cycle) cycle.lost({ kind: 'client', description: (e && e.name) + ': ' + (e && e.message) }, null);
 });
 process.on('unhandledRejection', (e) => {
   diag('unhandled rejection:', e && e.stack ? e.stack : e);
