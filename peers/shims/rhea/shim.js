@@ -17,6 +17,7 @@ const RCV_SETTLE = { first: 0, second: 1 };
 const SND_SETTLE_NAME = ['unsettled', 'settled', 'mixed'];
 const RCV_SETTLE_NAME = ['first', 'second'];
 const TERMINAL = ['accepted', 'rejected', 'released', 'modified'];
+const DEFAULT_TIMEOUT_MS = 10000; // for a command that gives no timeout_ms
 
 function libraryVersion() {
   try {
@@ -247,7 +248,7 @@ function wireConnectionEvents(cyc, conn, pending) {
 }
 
 async function cmdConnect(cmd) {
-  if (cycle && cycle.connection && !cycle.closed) throw clientError('already connected: close first');
+  if (cycle && cycle.connection && !cycle.closed && !cycle.dead) throw clientError('already connected: close first');
   let url;
   try {
     url = new URL(cmd.url);
@@ -649,7 +650,8 @@ function pumpReceive(ls) {
       disposed: applyError ? null : w.call.disposed,
       locally_settled: nullable(d.settled),
       remote_settled: nullable(d.remote_settled),
-      api: applyError ? w.call.api + ' threw ' + applyError.description : w.call.api,
+      api: (applyError ? w.call.api + ' threw ' + applyError.description : w.call.api) +
+        (settledOnArrival ? ' (the delivery arrived settled: rhea writes no disposition for it)' : ''),
     });
     ls.received.set(d, { index: index, reported: true });
     w.reports.push(report);
@@ -783,6 +785,7 @@ async function handle(cmd) {
   try {
     const h = HANDLERS[cmd.op];
     if (!h) throw clientError('unknown op ' + JSON.stringify(cmd.op));
+    if (typeof cmd.timeout_ms !== 'number') cmd.timeout_ms = DEFAULT_TIMEOUT_MS;
     const result = await h(cmd);
     emit(Object.assign({ id: id, ok: true }, result));
   } catch (e) {
