@@ -395,6 +395,11 @@ func (s *shim) attach(cmd *command) (obj, *failure) {
 		return nil, clientErr("unknown role %q", cmd.Role)
 	}
 	if err != nil {
+		var se *amqp.SessionError
+		if errors.As(err, &se) {
+			// the session has ended: the next attach begins a new one
+			s.c.session = nil
+		}
 		// a refused attach comes back as the detach's bare *amqp.Error
 		return nil, classify(ctx, err, "link")
 	}
@@ -435,6 +440,25 @@ func stateJSON(st amqp.DeliveryState) any {
 	default:
 		return obj{"type": fmt.Sprintf("%T", st)}
 	}
+}
+
+// stateName names a delivery state's type as the amqp package exports it.
+func stateName(st amqp.DeliveryState) string {
+	switch st.(type) {
+	case nil:
+		return "nil"
+	case *amqp.StateAccepted:
+		return "*amqp.StateAccepted"
+	case *amqp.StateRejected:
+		return "*amqp.StateRejected"
+	case *amqp.StateReleased:
+		return "*amqp.StateReleased"
+	case *amqp.StateModified:
+		return "*amqp.StateModified"
+	case *amqp.StateReceived:
+		return "*amqp.StateReceived"
+	}
+	return fmt.Sprintf("%T", st)
 }
 
 // jsonValue makes an AMQP value the library decoded printable as JSON.
@@ -551,7 +575,7 @@ func (s *shim) send(cmd *command) (obj, *failure) {
 			// library answering the peer's unsettled disposition); it does not
 			// say which, so remote_settled stays null.
 			reports[i] = obj{"index": i, "tag": tag, "remote_state": stateJSON(st), "remote_settled": nil,
-				"locally_settled": true, "api": fmt.Sprintf("SendReceipt.Wait() returned %T", st)}
+				"locally_settled": true, "api": "SendReceipt.Wait() returned " + stateName(st)}
 		case ctx.Err() != nil:
 			reports[i] = obj{"index": i, "tag": tag, "remote_state": nil, "remote_settled": nil,
 				"locally_settled": nil, "api": fmt.Sprintf("SendReceipt.Wait() returned %v", err)}
@@ -585,7 +609,7 @@ func (s *shim) waitLater(c *connection, linkName string, index int, r *amqp.Send
 		return
 	}
 	s.w.write(obj{"event": "delivery-update", "link": linkName, "index": index, "remote_state": stateJSON(st),
-		"remote_settled": nil, "locally_settled": true, "api": fmt.Sprintf("SendReceipt.Wait() returned %T", st)})
+		"remote_settled": nil, "locally_settled": true, "api": "SendReceipt.Wait() returned " + stateName(st)})
 }
 
 func messageBody(m *amqp.Message) any {
