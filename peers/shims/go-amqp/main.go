@@ -205,7 +205,11 @@ func (s *shim) handle(line []byte) {
 		s.reply(probe.ID, nil, clientErr("cannot parse command: %v", err))
 		return
 	}
-	log.Printf("> %s", bytes.TrimSpace(line))
+	shown := bytes.TrimSpace(line)
+	if len(shown) > 400 {
+		shown = append(shown[:400:400], "..."...)
+	}
+	log.Printf("> %s", shown)
 	var (
 		res obj
 		f   *failure
