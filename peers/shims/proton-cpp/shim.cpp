@@ -258,6 +258,7 @@ class Shim : public proton::messaging_handler {
         } else if (!p_.active && conn_error_.empty()) {
             event_error("connection", "", e, "on_transport_error");
         } else {
+            transport_error_ = e;               // a close under way: its reply says so
             diag(what);
         }
     }
@@ -267,14 +268,15 @@ class Shim : public proton::messaging_handler {
         conn_ = proton::connection();
         links_.clear();
         if (pending("close")) {
-            if (conn_error_.empty()) ok({});
-            else fail(amqp_err("connection", conn_error_));
+            if (!conn_error_.empty()) fail(amqp_err("connection", conn_error_));
+            else if (!transport_error_.empty()) fail(err("client", "on_transport_error: " + transport_error_.what()));
+            else ok({});
         } else if (pending("_shutdown")) {
             ok({});
         } else if (p_.active) {
             fail(err("client", "on_transport_close: the connection's transport closed"));
         }
-        conn_error_ = proton::error_condition();
+        conn_error_ = transport_error_ = proton::error_condition();
     }
 
     // ---- sessions (the default session of the connection) ----
@@ -350,6 +352,7 @@ class Shim : public proton::messaging_handler {
     proton::container* cont_ = nullptr;
     proton::connection conn_;                 // the current connection, empty between cycles
     proton::error_condition conn_error_;      // what the peer closed it with
+    proton::error_condition transport_error_; // what the transport failed with while we closed
     bool cycle_ = false;                      // between a connect and its close
     std::map<std::string, Link> links_;
     Pending p_;
@@ -429,7 +432,7 @@ class Shim : public proton::messaging_handler {
         authority = authority.substr(0, authority.find('/'));
         if (authority.find('@') != std::string::npos) o.sasl_allow_insecure_mechs(true);
         links_.clear();
-        conn_error_ = proton::error_condition();
+        conn_error_ = transport_error_ = proton::error_condition();
         conn_ = cont_->connect(url, o);
         cycle_ = true;
     }
@@ -656,6 +659,13 @@ class Shim : public proton::messaging_handler {
         else L->link().detach();
     }
 
+    // Links are opened on the connection's default session (connection::open_sender/open_receiver), even once
+    // the peer has ended it; the library then reports nothing for them. Timeouts say so.
+    std::string session_note() {
+        if (connected() && !conn_.default_session().active()) return " (the connection's default session has ended)";
+        return "";
+    }
+
     void timed_out() {
         std::string t = std::to_string(p_.timeout_ms) + " ms";
         if (p_.op == "connect") {
@@ -675,15 +685,17 @@ class Shim : public proton::messaging_handler {
             if (L) for (size_t k : p_.sent) { reports.push_back(sent_report(L->sent[k])); done += L->sent[k].done; }
             std::string d = std::to_string(done) + " of " + std::to_string(p_.total) + " deliveries settled within " + t;
             if (!p_.to_send.empty()) d += " (" + std::to_string(p_.to_send.size()) + " not sent: no credit)";
+            d += session_note();
             p_.to_send.clear();
             fail(err("timeout", d), {{"deliveries", reports}});
         } else if (p_.op == "receive") {
-            std::string d = std::to_string(p_.reports.size()) + " of " + std::to_string(p_.total) + " messages within " + t;
+            std::string d = std::to_string(p_.reports.size()) + " of " + std::to_string(p_.total) + " messages within " + t + session_note();
             fail(err("timeout", d), {{"deliveries", p_.reports}});
         } else if (p_.op == "attach") {
-            fail(err("timeout", "no on_sender_open/on_receiver_open within " + t));
+            fail(err("timeout", "no on_sender_open/on_receiver_open within " + t + session_note()));
         } else if (p_.op == "detach") {
-            fail(err("timeout", "no on_sender/receiver_close or _detach within " + t));
+            fail(err("timeout", "no on_sender/receiver_close or _detach within " + t + session_note() + "; the link is forgotten"));
+            links_.erase(p_.link);
         } else {
             fail(err("timeout", "within " + t));
         }
