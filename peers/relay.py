@@ -406,8 +406,8 @@ class FrameRelay:
             self._flush(link, link.writing(side))
         if events & selectors.EVENT_READ and link.socks[side] is not None:
             self._read(link, side)
-        if link in self._links:
-            self._update(link)
+        self._maybe_close(link)  # after the capture: once a connection has ended, its frames are all there
+        self._update(link)
 
     def _read(self, link: _Link, side: str) -> None:
         pipe = link.reading(side)
@@ -432,7 +432,7 @@ class FrameRelay:
 
     def _flush(self, link: _Link, pipe: _Pipe) -> None:
         """Write what ``pipe`` holds to its destination; once it is empty after the source's end, shut the
-        destination's write side (the end passes on)."""
+        destination's write side (the end passes on). The caller then calls :meth:`_maybe_close`."""
         sock = link.socks[pipe.dst]
         if pipe.finished:
             pipe.pending.clear()
@@ -454,7 +454,6 @@ class FrameRelay:
                 sock.shutdown(socket.SHUT_WR)
             except OSError:
                 pass  # the destination is gone already: nothing to tell it
-            self._maybe_close(link)
 
     def _lost(self, link: _Link, side: str, error: str) -> None:
         """``side`` failed (a reset, a failed write): it is closed; what was read from it still goes to the
@@ -466,10 +465,7 @@ class FrameRelay:
         link.writing(side).src_done = True
         reading = link.reading(side)
         reading.src_done = True
-        self._flush(link, reading)
-        if not reading.finished:
-            return  # the other side is slow: closed when the rest is written
-        self._maybe_close(link)
+        self._flush(link, reading)  # the other side is closed once the rest is written (_maybe_close)
 
     def _maybe_close(self, link: _Link) -> None:
         if link not in self._links:
