@@ -21,7 +21,8 @@ Design:
   the bytes before it are written (half-close); when both directions have ended both sockets close. A reset
   (or a failed write) on one side closes it; the bytes already read from it are still written to the other
   side, which is then closed too. A refused (or timed out) connection to the broker closes the client's
-  socket at once.
+  socket at once. The broker's name is resolved on the loop at each accept (``getaddrinfo``, first address):
+  instant for an address or ``localhost``; a name that needs DNS delays the loop by the lookup.
 - **Capture never disturbs the relay**: when a direction stops splitting (TLS, garbage), its bytes still pass
   unchanged; that direction's decoding stops and :attr:`RelayedConnection.framing_error` says why.
   Captured frames have any SASL PLAIN password masked (:func:`.frames.redact_frame`), as every capture in the
@@ -285,8 +286,11 @@ class FrameRelay:
     def wait_quiet(self, connection_index: int, seconds: float, timeout: float = 30.0) -> bool:
         """Return once no byte has crossed connection ``connection_index`` (either way) for ``seconds``, or it
         ended: True; False when ``timeout`` passed first. Frames are decoded before the quiet time starts, so
-        on True :attr:`RelayedConnection.frames` holds every frame of the bytes that crossed."""
-        return self.connection(connection_index, timeout).wait_quiet(seconds, timeout)
+        on True :attr:`RelayedConnection.frames` holds every frame of the bytes that crossed. ``timeout`` also
+        bounds the wait for the connection to be accepted (IndexError when it is not)."""
+        deadline = time.monotonic() + timeout
+        record = self.connection(connection_index, timeout)
+        return record.wait_quiet(seconds, max(0.0, deadline - time.monotonic()))
 
     def wait_closed(self, index: int, timeout: float = 5.0) -> bool:
         """Return True once both sockets of connection ``index`` are closed, False if ``timeout`` passed."""

@@ -372,3 +372,28 @@ def test_a_reset_from_the_broker_reaches_the_client_after_the_bytes_before_it():
         [record] = relay.connections()
     assert record.closed_by == "broker" and "broker reset the connection" in record.error
     assert performatives(record, "in") == ["amqp-header"]
+
+
+def test_an_upstream_that_never_answers_the_connect_is_given_up_after_the_connect_timeout():
+    full = socket.create_server(("127.0.0.1", 0), backlog=0)  # never accepts: once its queue is full, SYNs drop
+    port = full.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(8):  # fill the accept queue: the first connect that hangs shows it is full
+            try:
+                fillers.append(socket.create_connection(("127.0.0.1", port), timeout=0.1))
+            except TimeoutError:
+                break
+        else:
+            pytest.skip("this kernel accepts every connect into a listener's queue")
+        with FrameRelay("127.0.0.1", port, "silent", connect_timeout=0.2) as relay:
+            sock = connect(relay)
+            assert relay.wait_closed(0, 2)
+            sock.close()
+            [record] = relay.connections()
+        assert record.closed_by == "relay"
+        assert record.error == f"cannot connect to 127.0.0.1:{port}: no answer within 0.2 s"
+    finally:
+        for filler in fillers:
+            filler.close()
+        full.close()
