@@ -145,6 +145,8 @@ class ShimHandler(MessagingHandler):
         container_id = _field(command, "container_id", str, None)
         hostname = _field(command, "hostname", (str, type(None)), None)
         timeout_ms = _field(command, "timeout_ms", int, DEFAULT_TIMEOUT_MS)
+        if self.conn is not None and self.conn.state & Endpoint.LOCAL_CLOSED:
+            self.retire(self.conn)  # an earlier close timed out: that connection is given up
         if self.conn is not None:
             raise BadCommand("already connected: close first")
         assert self.container is not None
