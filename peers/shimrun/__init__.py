@@ -9,6 +9,7 @@ its build file pins, build it once into the cache folder, and talk to it.
 """
 
 from .errors import ShimError, ShimTimeout, ShimUnavailable
+from .pins import check_pin, pinned_versions
 from .spec import SHIMS_ROOT, ShimSpec, discover, load_spec
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "ShimSpec",
     "ShimTimeout",
     "ShimUnavailable",
+    "check_pin",
     "discover",
     "load_spec",
+    "pinned_versions",
 ]

@@ -3,14 +3,17 @@ JSON-lines conversation; and the python-proton shim end to end against the embed
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from amqp_conformance.peers.shimrun import (
     ShimError,
+    check_pin,
     discover,
     load_spec,
+    pinned_versions,
 )
 
 GOOD = {
@@ -77,5 +80,71 @@ def test_discover_finds_every_folder_with_a_shim_toml(tmp_path):
 
 def test_the_repository_has_the_python_proton_shim():
     assert "python-proton" in discover()
+
+
+# -- version pins ---------------------------------------------------------------------------------------------
+
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><properties><lib.version>{prop}</lib.version></properties>
+<dependencies><dependency><groupId>org.x</groupId><artifactId>lib</artifactId><version>{version}</version>
+</dependency></dependencies></project>"""
+PINS = {
+    "pom literal": ("org.x:lib", {"pom.xml": POM.format(prop="9", version="1.2.3")}, "1.2.3"),
+    "pom property": ("org.x:lib", {"pom.xml": POM.format(prop="1.2.3", version="${lib.version}")}, "1.2.3"),
+    "package.json and its lock": ("lib", {
+        "package.json": json.dumps({"dependencies": {"lib": "1.2.3"}}),
+        "package-lock.json": json.dumps({"lockfileVersion": 3, "packages": {"node_modules/lib": {"version": "1.2.3"}}}),
+    }, "1.2.3"),
+    "go.mod block": ("example.com/lib", {"go.mod": "module m\n\nrequire (\n\texample.com/lib v1.2.3 // indirect\n)\n"},
+                     "1.2.3"),
+    "go.mod line": ("example.com/lib", {"go.mod": "module m\nrequire example.com/lib v1.2.3\n"}, "1.2.3"),
+    "Makefile": ("libx-dev", {"Makefile": "LIB_VERSION := 1.2.3\nall:\n\ttrue\n"}, "1.2.3"),
+    "pyproject ==X.*": ("fake_lib", {"pyproject.toml": '[project]\ndependencies = ["fake-lib==1.2.3.*", "b"]\n'},
+                        "1.2.3"),
+}
+
+
+@pytest.mark.parametrize("case", PINS)
+def test_the_pin_in_the_build_file_is_read(tmp_path, case):
+    library, files, version = PINS[case]
+    folder = write_spec(tmp_path / "fake", library=f'"{library}"', version=f'"{version}"', run='["{home}/shim"]')
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    spec = load_spec(folder)
+    assert [(p.name, v) for p, v in pinned_versions(spec)] == [(name, version) for name in files]
+    assert [p.name for p in check_pin(spec)] == list(files)
+
+
+@pytest.mark.parametrize(("library", "name", "text", "expected"), [
+    ("org.x:lib", "pom.xml", POM.format(prop="9", version="1.2.4"), "pins org.x:lib at '1.2.4'"),
+    ("org.x:lib", "pom.xml", POM.format(prop="", version="${nope}"), "has no <nope>"),
+    ("org.y:other", "pom.xml", POM.format(prop="9", version="1.2.3"), "no <dependency> on org.y:other"),
+    ("lib", "package.json", json.dumps({"dependencies": {"lib": "^1.2.3"}}), "at '^1.2.3'"),
+    ("example.com/lib", "go.mod", "module m\nrequire example.com/lib v1.2.4\n", "at '1.2.4'"),
+    ("libx-dev", "Makefile", "A_VERSION := 1\nB_VERSION := 2\n", "found: A_VERSION, B_VERSION"),
+    ("fake-lib", "pyproject.toml", '[project]\ndependencies = ["fake-lib>=1"]\n', "does not pin one version"),
+])
+def test_a_pin_that_differs_or_is_missing_names_the_file(tmp_path, library, name, text, expected):
+    folder = write_spec(tmp_path / "fake", library=f'"{library}"', run='["./shim"]')
+    (folder / name).write_text(text)
+    with pytest.raises(ShimError) as caught:
+        check_pin(load_spec(folder))
+    assert expected in str(caught.value)
+    assert name in str(caught.value)
+
+
+def test_a_shim_with_no_build_file_has_no_pin(tmp_path):
+    with pytest.raises(ShimError, match="no build file pins fake-lib"):
+        check_pin(load_spec(write_spec(tmp_path / "fake", run='["./shim"]')))
+
+
+def test_a_python_shim_is_pinned_by_the_projects_pyproject(tmp_path):
+    folder = write_spec(tmp_path / "fake", library='"python-qpid-proton"', version='"0.39"')
+    with pytest.raises(ShimError, match=r"pyproject.toml pins python-qpid-proton at '0.40'"):
+        check_pin(load_spec(folder))
+
+
+@pytest.mark.parametrize("client", sorted(discover()))
+def test_every_shim_in_the_repository_pins_what_its_shim_toml_says(client):
+    assert check_pin(discover()[client])
 
 
