@@ -8,6 +8,7 @@ its build file pins, build it once into the cache folder, and talk to it.
         shim.request("hello", timeout=10)
 """
 
+from .build import ensure_built, home_of, require_tools, source_digest
 from .errors import ShimError, ShimTimeout, ShimUnavailable
 from .pins import check_pin, pinned_versions
 from .spec import SHIMS_ROOT, ShimSpec, discover, load_spec
@@ -20,6 +21,10 @@ __all__ = [
     "ShimUnavailable",
     "check_pin",
     "discover",
+    "ensure_built",
+    "home_of",
     "load_spec",
     "pinned_versions",
+    "require_tools",
+    "source_digest",
 ]

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 from amqp_conformance.peers.shimrun import (
     ShimError,
+    ShimUnavailable,
     check_pin,
     discover,
+    ensure_built,
+    home_of,
     load_spec,
     pinned_versions,
 )
+from amqp_conformance.peers.shimrun import build as shim_build
 
 GOOD = {
     "client": '"fake"', "title": '"a fake (Python)"', "language": '"python"', "library": '"fake-lib"',
@@ -146,5 +152,93 @@ def test_a_python_shim_is_pinned_by_the_projects_pyproject(tmp_path):
 @pytest.mark.parametrize("client", sorted(discover()))
 def test_every_shim_in_the_repository_pins_what_its_shim_toml_says(client):
     assert check_pin(discover()[client])
+
+
+# -- builds ---------------------------------------------------------------------------------------------------
+
+def counting_shim(folder: Path, counter: Path, sleep: float = 0.0, fail: bool = False) -> Path:
+    """A shim whose build appends a line to ``counter`` (and writes build output into its own folder)."""
+    write_spec(folder, build=f'[["{{python}}", "build.py", "{counter}"]]')
+    (folder / "build.py").write_text(textwrap.dedent(f"""\
+        import sys, time
+        time.sleep({sleep})
+        open(sys.argv[1], "a").write("built\\n")
+        open("output.bin", "w").write("made by the build")
+        print("compiling fake.py")
+        if {fail}:
+            print("error: fake.py:1: something is wrong", file=sys.stderr)
+            sys.exit(2)
+        """))
+    (folder / "fake.py").write_text("print('v1')\n")
+    return folder
+
+
+def test_a_shim_is_built_once_in_the_cache_and_again_when_a_source_changes(tmp_path):
+    folder, counter, cache = counting_shim(tmp_path / "src" / "fake", tmp_path / "count"), tmp_path / "count", \
+        tmp_path / "cache"
+    spec = load_spec(folder)
+    home = ensure_built(spec, cache)
+    assert home == cache / "shims" / "fake-1.2.3" == home_of(spec, cache)
+    assert (home / "fake.py").read_text() == "print('v1')\n" and (home / "output.bin").is_file()
+    assert not (folder / "output.bin").exists()  # nothing is built in the source folder
+    assert ensure_built(spec, cache) == home
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "fake.cpython-311.pyc").write_bytes(b"x")  # not a source
+    assert ensure_built(spec, cache) == home
+    assert counter.read_text().count("built") == 1
+    (folder / "fake.py").write_text("print('v2')\n")
+    ensure_built(spec, cache)
+    assert counter.read_text().count("built") == 2
+    assert (home / "fake.py").read_text() == "print('v2')\n"
+
+
+def test_the_cache_folder_is_amqp_conformance_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("AMQP_CONFORMANCE_CACHE", str(tmp_path / "elsewhere"))
+    spec = load_spec(counting_shim(tmp_path / "src" / "fake", tmp_path / "count"))
+    assert ensure_built(spec) == tmp_path / "elsewhere" / "shims" / "fake-1.2.3"
+
+
+def test_two_builders_at_once_build_once(tmp_path):
+    spec = load_spec(counting_shim(tmp_path / "src" / "fake", tmp_path / "count", sleep=0.3))
+    homes: list[Path] = []
+    threads = [threading.Thread(target=lambda: homes.append(ensure_built(spec, tmp_path / "cache"))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(homes) == 2 and homes[0] == homes[1]
+    assert (tmp_path / "count").read_text().count("built") == 1
+
+
+def test_a_long_build_says_so_on_stderr(tmp_path, monkeypatch):
+    monkeypatch.setattr(shim_build, "PROGRESS_AFTER_S", 0.05)
+    spec = load_spec(counting_shim(tmp_path / "src" / "fake", tmp_path / "count", sleep=0.3))
+    lines: list[str] = []
+    ensure_built(spec, tmp_path / "cache", progress=lines.append)
+    assert lines[0].startswith("building shim fake (python") and lines[0].endswith(" build.py) ...")
+    assert lines[1].startswith("shim fake built in ")
+
+
+def test_a_failed_build_quotes_its_last_lines_and_names_the_build_folder(tmp_path):
+    spec = load_spec(counting_shim(tmp_path / "src" / "fake", tmp_path / "count", fail=True))
+    with pytest.raises(ShimError) as caught:
+        ensure_built(spec, tmp_path / "cache")
+    message = str(caught.value)
+    assert "failed (exit 2)" in message and "error: fake.py:1: something is wrong" in message
+    assert str(tmp_path / "cache" / "shims" / "fake-1.2.3") in message
+    assert "\n" not in message
+    with pytest.raises(ShimError):  # never taken as built
+        ensure_built(spec, tmp_path / "cache")
+
+
+def test_a_missing_tool_makes_the_shim_unavailable_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    spec = load_spec(write_spec(tmp_path / "rhea", client='"rhea"', requires='["node", "npm"]'))
+    with pytest.raises(ShimUnavailable) as caught:
+        ensure_built(spec, tmp_path / "cache")
+    assert str(caught.value) == "rhea: needs `node`, `npm` on PATH (install Node.js 18+)"
+    spec = load_spec(write_spec(tmp_path / "cpp", client='"cpp"', requires='["make"]', apt='["build-essential"]'))
+    with pytest.raises(ShimUnavailable, match=r"cpp: needs `make` on PATH \(apt-get install build-essential\)"):
+        ensure_built(spec, tmp_path / "cache")
 
 
