@@ -7,11 +7,14 @@ import json
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from amqp_conformance.peers.shimrun import (
     ShimError,
+    ShimProcess,
+    ShimTimeout,
     ShimUnavailable,
     check_pin,
     discover,
@@ -240,5 +243,104 @@ def test_a_missing_tool_makes_the_shim_unavailable_in_one_line(tmp_path, monkeyp
     spec = load_spec(write_spec(tmp_path / "cpp", client='"cpp"', requires='["make"]', apt='["build-essential"]'))
     with pytest.raises(ShimUnavailable, match=r"cpp: needs `make` on PATH \(apt-get install build-essential\)"):
         ensure_built(spec, tmp_path / "cache")
+
+
+# -- the conversation, with a fake shim -----------------------------------------------------------------------
+
+FAKE = """\
+import json, sys, time
+print("fake shim up", file=sys.stderr, flush=True)
+for line in sys.stdin:
+    command = json.loads(line)
+    op = command["op"]
+    if op == "events":
+        for n in range(2):
+            print(json.dumps({"event": "tick", "n": n}), flush=True)
+            time.sleep(0.02)
+    if op == "garbage":
+        print("this is not json", flush=True)
+    elif op == "exit":
+        print("dying: something broke", file=sys.stderr, flush=True)
+        sys.exit(3)
+    elif op == "wrong-id":
+        print(json.dumps({"id": 999, "ok": True}), flush=True)
+    elif op == "slow":
+        time.sleep(0.4)
+        print(json.dumps({"id": command["id"], "ok": True}), flush=True)
+    elif op == "stubborn":
+        while True:
+            time.sleep(1)
+    else:
+        print(json.dumps({"id": command["id"], "ok": True, "got": command}), flush=True)
+print("fake shim: stdin closed", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """The fake shim, started from its folder (its build is empty)."""
+    folder = write_spec(tmp_path / "fake")
+    (folder / "fake.py").write_text(FAKE)
+    with ShimProcess(load_spec(folder), folder, stderr_path=tmp_path / "fake.stderr") as shim:
+        yield shim
+
+
+def test_a_reply_answers_its_command_with_fresh_ids(fake):
+    first = fake.request("echo", 5, timeout_ms=100, link="s1")
+    assert first == {"id": 1, "ok": True, "got": {"id": 1, "op": "echo", "timeout_ms": 100, "link": "s1"}}
+    assert fake.request("echo", 5)["id"] == 2
+
+
+def test_events_before_a_reply_are_kept_in_order_with_their_arrival_time(fake):
+    before = time.monotonic()
+    fake.request("events", 5)
+    after = time.monotonic()
+    assert [e.body for e in fake.events] == [{"event": "tick", "n": 0}, {"event": "tick", "n": 1}]
+    assert before <= fake.events[0].at < fake.events[1].at <= after
+    assert fake.events[1].at - fake.events[0].at >= 0.015
+
+
+def test_a_line_that_is_not_json_is_an_error_quoting_it(fake):
+    with pytest.raises(ShimError, match=r"fake: wrote a line that is not a JSON object: 'this is not json'"):
+        fake.request("garbage", 5)
+
+
+def test_a_reply_to_no_command_is_an_error(fake):
+    with pytest.raises(ShimError, match="a reply to no command waiting"):
+        fake.request("wrong-id", 5)
+
+
+def test_an_exit_is_an_error_with_its_status_and_stderr(fake):
+    with pytest.raises(ShimError) as caught:
+        fake.request("exit", 5)
+    assert "fake: exited with status 3 before replying to exit (id 1)" in str(caught.value)
+    assert "dying: something broke" in str(caught.value)
+    with pytest.raises(ShimError, match="exited with status 3"):
+        fake.request("echo", 5)
+
+
+def test_no_reply_in_time_is_a_timeout_and_a_late_reply_is_set_aside(fake):
+    started = time.monotonic()
+    with pytest.raises(ShimTimeout, match=r"no reply to slow \(id 1\) within 0.1 s"):
+        fake.request("slow", 0.1)
+    assert time.monotonic() - started < 0.3
+    assert fake.request("echo", 5)["id"] == 2
+    assert fake.late_replies == [{"id": 1, "ok": True}]
+
+
+def test_closing_standard_input_ends_the_shim_and_its_stderr_is_kept(fake):
+    fake.request("echo", 5)
+    assert fake.close() == 0
+    assert "fake shim: stdin closed" in fake.stderr_path.read_text()
+    with pytest.raises(ShimError, match="was closed"):
+        fake.request("echo", 5)
+
+
+def test_a_shim_that_ignores_the_end_of_its_input_is_killed(fake):
+    with pytest.raises(ShimTimeout):
+        fake.request("stubborn", 0.05)
+    started = time.monotonic()
+    assert fake.close(timeout=0.2) < 0
+    assert time.monotonic() - started < 2
 
 
