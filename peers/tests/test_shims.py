@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from amqp_conformance.peers.reference.broker import Broker
+from amqp_conformance.peers.reference.server import ReferenceServer
 from amqp_conformance.peers.shimrun import (
     ShimError,
     ShimProcess,
@@ -344,3 +346,161 @@ def test_a_shim_that_ignores_the_end_of_its_input_is_killed(fake):
     assert time.monotonic() - started < 2
 
 
+# -- the python-proton shim against the reference broker --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def reference():
+    """The embedded reference broker, with nodes that refuse every publish in one way each."""
+    broker = Broker()
+    broker.provoked_outcomes.update({"q.rejects": "rejected", "q.modifies": "modified", "q.releases": "released"})
+    broker.faults.removed.add("q.gone")
+    server = ReferenceServer(broker).start()
+    yield f"amqp://127.0.0.1:{server.port}"
+    server.stop()
+
+
+@pytest.fixture
+def proton_shim(tmp_path_factory):
+    """The python-proton shim, built into a fresh cache folder."""
+    spec = discover()["python-proton"]
+    home = ensure_built(spec, tmp_path_factory.mktemp("cache"))
+    with ShimProcess(spec, home) as shim:
+        yield shim
+
+
+def attach(shim: ShimProcess, link: str, role: str, address: str, snd: str = "unsettled", rcv: str = "first") -> dict:
+    return shim.request("attach", 5, link=link, role=role, address=address, snd_settle_mode=snd,
+                        rcv_settle_mode=rcv, timeout_ms=3000)
+
+
+def send(shim: ShimProcess, link: str, *bodies: str, settled: bool = False) -> list[dict]:
+    reply = shim.request("send", 5, link=link, messages=[{"body": b, "settled": settled} for b in bodies],
+                         timeout_ms=3000)
+    assert reply["ok"], reply
+    return reply["deliveries"]
+
+
+def receive(shim: ShimProcess, link: str, outcome: dict, count: int = 1, settle: bool = True) -> list[dict]:
+    reply = shim.request("receive", 5, link=link, count=count, outcome=outcome, settle=settle, timeout_ms=3000)
+    assert reply["ok"], reply
+    return reply["deliveries"]
+
+
+def events(shim: ShimProcess, count: int, within: float = 2.0) -> list:
+    """The shim's events once there are ``count`` (an event may follow the reply it came with by a moment)."""
+    deadline = time.monotonic() + within
+    while len(shim.events) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return shim.events
+
+
+def test_python_proton_shim_sends_receives_and_gives_every_outcome(reference, proton_shim):
+    shim = proton_shim
+    hello = shim.request("hello", 5)
+    assert hello == {"id": 1, "ok": True, "client": "python-proton", "library": "python-qpid-proton",
+                     "version": "0.40.0", "language": "python"}
+    assert shim.request("connect", 5, url=reference, container_id="interop-1", timeout_ms=3000) == \
+        {"id": 2, "ok": True, "remote_container": "amqp-conformance-reference"}
+    assert attach(shim, "s1", "sender", "q1")["remote_snd_settle_mode"] == "unsettled"
+    assert attach(shim, "r1", "receiver", "q1")["remote_rcv_settle_mode"] == "first"
+
+    sent = send(shim, "s1", "m1", "m2", "m3")
+    assert [(d["index"], d["remote_state"], d["remote_settled"], d["locally_settled"]) for d in sent] == \
+        [(i, {"type": "accepted"}, True, True) for i in range(3)]
+    assert sent[0]["api"] == "Sender.send(); on_accepted; on_settled; Delivery.settle()"
+    assert len({d["tag"] for d in sent}) == 3
+
+    [accepted] = receive(shim, "r1", {"type": "accepted"})
+    assert (accepted["body"], accepted["disposed"], accepted["settled_on_arrival"], accepted["locally_settled"],
+            accepted["delivery_count"]) == ("m1", {"type": "accepted"}, False, True, 0)
+    rejected_outcome = {"type": "rejected", "condition": "amqp:precondition-failed", "description": "the test says"}
+    [rejected] = receive(shim, "r1", rejected_outcome)
+    assert (rejected["body"], rejected["disposed"]) == ("m2", rejected_outcome)
+    [released] = receive(shim, "r1", {"type": "released"})
+    modified_outcome = {"type": "modified", "delivery_failed": True, "undeliverable_here": False,
+                        "message_annotations": {"x-opt-reason": "test"}}
+    [modified] = receive(shim, "r1", modified_outcome)
+    assert released["body"] == modified["body"] == "m3"  # released: redelivered as it was
+    assert (modified["delivery_count"], modified["disposed"]) == (0, modified_outcome)
+    [again] = receive(shim, "r1", {"type": "accepted"})
+    assert (again["body"], again["delivery_count"]) == ("m3", 1)  # delivery-failed counted
+    unsupported = shim.request("receive", 5, link="r1", count=1, outcome={"type": "rejected", "description": "x"})
+    assert unsupported["error"]["kind"] == "unsupported"
+    timed_out = shim.request("receive", 5, link="r1", count=1, outcome={"type": "accepted"}, timeout_ms=200)
+    assert timed_out["error"] == {"kind": "timeout", "description": "0 of 1 messages within 200 ms"}
+
+    # what the sender hears when the broker refuses (the reference's provoked outcomes, with their fields)
+    for link, address in (("s-rej", "q.rejects"), ("s-mod", "q.modifies"), ("s-rel", "q.releases")):
+        attach(shim, link, "sender", address)
+    [rejected_send] = send(shim, "s-rej", "x")
+    assert rejected_send["remote_state"] == {"type": "rejected", "condition": "amqp:precondition-failed",
+                                             "description": "refused by the broker's admin"}
+    assert rejected_send["api"].startswith("Sender.send(); on_rejected; on_settled")
+    [modified_send] = send(shim, "s-mod", "x")
+    assert modified_send["remote_state"] == {"type": "modified", "delivery_failed": True, "undeliverable_here": True,
+                                             "message_annotations": {"x-opt-modified-by": "reference"}}
+    assert "on_released (remote_state MODIFIED)" in modified_send["api"]
+    [released_send] = send(shim, "s-rel", "x")
+    assert (released_send["remote_state"], released_send["remote_settled"]) == ({"type": "released"}, True)
+    assert shim.events == []
+
+
+def test_python_proton_shim_presettles_settles_second_detaches_and_reconnects(reference, proton_shim):
+    shim = proton_shim
+    assert shim.request("connect", 5, url=reference, container_id="interop-2", timeout_ms=3000)["ok"]
+    assert attach(shim, "s2", "sender", "q2", snd="mixed", rcv="second") == \
+        {"id": 2, "ok": True, "remote_snd_settle_mode": "mixed", "remote_rcv_settle_mode": "second"}
+    [presettled] = send(shim, "s2", "p1", settled=True)
+    assert (presettled["remote_state"], presettled["locally_settled"]) == (None, True)
+    assert presettled["api"] == "Sender.send(); Delivery.settle() before the transfer went out"
+    [second] = send(shim, "s2", "u1")  # the receiver (broker) settles second: the shim settles first
+    assert (second["remote_state"], second["remote_settled"], second["locally_settled"]) == \
+        ({"type": "accepted"}, False, True)
+    assert "rcv-settle-mode second" in second["api"]
+
+    assert attach(shim, "r2", "receiver", "q2", rcv="second")["remote_rcv_settle_mode"] == "second"
+    got = receive(shim, "r2", {"type": "accepted"}, count=2, settle=False)
+    assert [(d["body"], d["remote_settled"], d["locally_settled"]) for d in got] == \
+        [("p1", True, True), ("u1", True, True)]  # the sender settled after the outcome; then the shim did
+
+    assert attach(shim, "s3", "sender", "q3", snd="settled")["remote_snd_settle_mode"] == "settled"
+    [by_link] = send(shim, "s3", "x")
+    assert by_link["locally_settled"] and by_link["remote_state"] is None
+    assert "snd-settle-mode settled" in by_link["api"]
+
+    assert shim.request("detach", 5, link="s2", close=False, timeout_ms=3000) == \
+        {"id": 9, "ok": True, "remote_closed": False}
+    assert shim.request("detach", 5, link="r2", close=True, timeout_ms=3000)["remote_closed"] is True
+    refused = shim.request("send", 5, link="s2", messages=[{"body": "x", "settled": False}], timeout_ms=100)
+    assert refused["error"] == {"kind": "client", "description": "link 's2' is detached"}
+
+    # the broker closes a link with an error after the attach: an event, as no command waits on it
+    assert attach(shim, "s4", "sender", "q.gone")["ok"]
+    [lost] = send(shim, "s4", "x")
+    assert lost["remote_state"]["condition"] == "amqp:not-found"
+    assert [e.body for e in events(shim, 1)] == [{"event": "error", "scope": "link", "link": "s4", "closed": True,
+                                              "condition": "amqp:not-found",
+                                              "description": "no node at address 'q.gone'"}]
+
+    assert shim.request("close", 5, timeout_ms=3000)["ok"]
+    assert shim.request("attach", 5, link="s5", role="sender", address="q", timeout_ms=100)["error"] == \
+        {"kind": "client", "description": "not connected: send connect first"}
+    assert shim.request("connect", 5, url=reference, container_id="interop-3", timeout_ms=3000)["ok"]
+    assert attach(shim, "s1", "sender", "q4")["ok"]  # link names from before are forgotten
+    started = time.monotonic()
+    assert shim.close() == 0  # closes its connection, then exits 0
+    assert time.monotonic() - started < 2
+    assert "standard input closed" in shim.stderr_path.read_text()
+
+
+def test_python_proton_shim_answers_bad_commands_without_exiting(proton_shim):
+    shim = proton_shim
+    assert shim.request("send", 5, link="s1", messages=[])["error"] == \
+        {"kind": "client", "description": "not connected: send connect first"}
+    assert shim.request("fly", 5)["error"]["description"] == "unknown op 'fly'"
+    assert shim.request("receive", 5)["error"]["kind"] == "client"
+    failed = shim.request("connect", 5, url="amqp://127.0.0.1:1", timeout_ms=2000)
+    assert failed["ok"] is False and failed["error"]["kind"] == "client"
+    assert "refused" in failed["error"]["description"].lower()
+    assert shim.request("hello", 5)["ok"]
+    assert shim.close() == 0
