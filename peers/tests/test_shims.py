@@ -364,7 +364,7 @@ def proton_shim(tmp_path_factory):
     """The python-proton shim, built into a fresh cache folder."""
     spec = discover()["python-proton"]
     home = ensure_built(spec, tmp_path_factory.mktemp("cache"))
-    with ShimProcess(spec, home) as shim:
+    with ShimProcess(spec, home, stderr_path=tmp_path_factory.mktemp("evidence") / "stderr.log") as shim:
         yield shim
 
 
