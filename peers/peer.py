@@ -28,7 +28,7 @@ from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
-from .turns import waiting
+from .turns import waited_s, waiting
 
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
@@ -189,6 +189,7 @@ class ScriptedPeer:
         started = time.monotonic()
         floor = started + self.min_watch
         deadline = max(started + (self.timeout if timeout is None else timeout), floor)
+        queued_before = waited_s()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
         self.went_idle = False
         while True:
             self._flush()
@@ -197,7 +198,7 @@ class ScriptedPeer:
             self._flush()
             if until is not None and until():
                 return True
-            remaining = deadline - time.monotonic()
+            remaining = deadline + (waited_s() - queued_before) - time.monotonic()
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
             watching = self._watch if time.monotonic() >= floor else None  # no idle shortcut inside the watch

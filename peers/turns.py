@@ -16,6 +16,7 @@ thread) never holds a turn, and :func:`waiting` is then a plain pass-through.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,9 +86,19 @@ class Turns:
         try:
             yield
         finally:
+            asked = time.monotonic()
             self._lock.acquire()
             self._mine.held = True
+            self._mine.waited = self.waited_s() + time.monotonic() - asked
+
+    def waited_s(self) -> float:
+        """Seconds this thread has spent so far waiting to get its turn back after a wait (0.0 for a thread
+        that never held one). A wait's deadline is moved on by what this grows while it runs
+        (:func:`deadline_extension`): time the case spent queued behind its neighbours is not time the broker
+        took to answer, so ``run -n`` cannot turn a broker's answer into a time-out."""
+        return getattr(self._mine, "waited", 0.0)
 
 
 TURNS = Turns()
 waiting = TURNS.waiting
+waited_s = TURNS.waited_s
