@@ -1,0 +1,82 @@
+"""Every client shim under peers/shims, built from its registry into a fresh cache, sends and receives through
+the interposer (peers/relay.py) against the embedded reference broker; the relay sees each client's frames.
+
+Where a shim's tools are missing here (``ShimUnavailable``: no ``go``, no ``mvn``...) its test skips saying
+which; with ``AMQP_CONFORMANCE_REQUIRE_SHIMS=1`` (CI) that is a failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from amqp_conformance.peers.reference.broker import Broker
+from amqp_conformance.peers.reference.server import ReferenceServer
+from amqp_conformance.peers.relay import FrameRelay
+from amqp_conformance.peers.shimrun import ShimProcess, ShimUnavailable, discover, ensure_built
+
+SHIMS = discover()
+REQUIRED = os.environ.get("AMQP_CONFORMANCE_REQUIRE_SHIMS") == "1"
+
+
+@pytest.fixture(scope="module")
+def reference() -> tuple[str, int]:
+    """The embedded reference broker: (host, port)."""
+    server = ReferenceServer(Broker()).start()
+    yield "127.0.0.1", server.port
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for this module's builds (the shims' registries' own caches stay the user's)."""
+    return tmp_path_factory.mktemp("shim-cache")
+
+
+def test_every_shim_folder_is_found() -> None:
+    assert {"python-proton", "qpid-jms", "protonj2", "rhea", "go-amqp", "proton-cpp"} <= set(SHIMS)
+    assert len({spec.language for spec in SHIMS.values()}) >= 4
+
+
+@pytest.mark.parametrize("client", sorted(SHIMS))
+def test_a_shim_sends_and_receives_through_the_relay_and_the_relay_sees_its_frames(
+        client: str, reference: tuple[str, int], cache: Path, tmp_path: Path) -> None:
+    spec = SHIMS[client]
+    try:
+        home = ensure_built(spec, cache)
+    except ShimUnavailable as exc:
+        if REQUIRED:
+            pytest.fail(f"AMQP_CONFORMANCE_REQUIRE_SHIMS=1 and {exc}")
+        pytest.skip(str(exc))
+    node = f"q.shims.{client}"
+    with FrameRelay(*reference, label=client) as relay, \
+            ShimProcess(spec, home, stderr_path=tmp_path / "stderr.log") as shim:
+        hello = shim.request("hello", 30)
+        assert hello["ok"] and hello["client"] == client, hello
+        assert hello["version"].startswith(spec.version) or spec.version.startswith(hello["version"]), hello
+        url = f"amqp://{relay.url_host}:{relay.port}"
+        assert shim.request("connect", 30, url=url, container_id=f"interop-{client}", timeout_ms=10000)["ok"]
+        for link, role in (("s1", "sender"), ("r1", "receiver")):
+            reply = shim.request("attach", 20, link=link, role=role, address=node, snd_settle_mode="unsettled",
+                                 rcv_settle_mode="first", timeout_ms=10000)
+            assert reply["ok"], reply
+        sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False}], timeout_ms=10000)
+        assert sent["ok"], sent
+        [report] = sent["deliveries"]
+        assert report["remote_state"] in ({"type": "accepted"}, None), report  # None: an API that tells nothing
+        received = shim.request("receive", 20, link="r1", count=1, outcome={"type": "accepted"}, settle=True,
+                                timeout_ms=10000)
+        assert received["ok"], received
+        assert [d["body"] for d in received["deliveries"]] == ["m1"]
+        assert shim.request("close", 20, timeout_ms=10000)["ok"]
+        assert relay.wait_closed(0, timeout=10)
+        frames = relay.connection(0).frames
+    assert shim.returncode == 0, shim.stderr_tail()
+    sent_by_client = [f.performative for f in frames if f.direction == "out"]
+    assert {"open", "begin", "attach", "transfer", "disposition", "close"} <= set(sent_by_client), sent_by_client
+    client_dispositions = [f for f in frames if f.direction == "out" and f.performative == "disposition"]
+    assert any(f.fields["role"] == "receiver" and f.fields["state"] is not None for f in client_dispositions), \
+        "the receiving client's accepted disposition"
+    broker_answers = [f for f in frames if f.direction == "in" and f.performative == "disposition"]
+    assert any(f.fields["settled"] for f in broker_answers), "the broker settled the client's transfer"
