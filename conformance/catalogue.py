@@ -18,6 +18,7 @@ from amqp_conformance.peers.matching import validate_pattern
 from .scenarios import SCENARIOS
 
 TABLES_DIR = Path(__file__).parent / "tables"
+INTEROP_TABLES_DIR = Path(__file__).parent / "interop_tables"  # the client grid's rows (`interop`, not `run`)
 EXPECTATION_SETS = ("core", "um-10.11", "router")
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 MAX_WATCH_S = 5.0
@@ -102,12 +103,13 @@ class Catalogue:
 
 
 @cache
-def load_catalogue(directory: Path = TABLES_DIR) -> Catalogue:
-    """Load and check every ``*.toml`` table in ``directory`` (cached per directory)."""
+def load_catalogue(directory: Path = TABLES_DIR, interop: bool = False) -> Catalogue:
+    """Load and check every ``*.toml`` table in ``directory`` (cached per directory); ``interop``: the tables
+    are the client grid's, checked against :data:`.interop_scenarios.INTEROP_SCENARIOS`."""
     catalogue = Catalogue()
     seen: dict[str, str] = {}
     for path in sorted(directory.glob("*.toml")):
-        for case in load_table(path):
+        for case in load_table(path, interop):
             if case.id in seen:
                 raise TableError(f"{path.name}: row {case.row}: case id {case.id!r} already defined in {seen[case.id]}")
             seen[case.id] = path.name
@@ -115,8 +117,29 @@ def load_catalogue(directory: Path = TABLES_DIR) -> Catalogue:
     return catalogue
 
 
-def load_table(path: Path) -> list[Case]:
-    """Load one table file; raises :class:`TableError` on the first problem found."""
+def load_interop_catalogue() -> Catalogue:
+    """The interoperability grid's rows (``conformance/interop_tables``), loaded and checked like the catalogue."""
+    return load_catalogue(INTEROP_TABLES_DIR, interop=True)
+
+
+def all_cases() -> dict[str, Case]:
+    """Every case by id: the catalogue's and the grid's (what a profile's deviation may name)."""
+    return {case.id: case for case in (*load_catalogue().cases, *load_interop_catalogue().cases)}
+
+
+def scenario_of(case: Case) -> Any:
+    """The :class:`~.scenarios.Scenario` that runs ``case`` (a catalogue or a grid scenario)."""
+    from .interop_scenarios import INTEROP_SCENARIOS
+
+    return SCENARIOS.get(case.scenario) or INTEROP_SCENARIOS[case.scenario]
+
+
+def load_table(path: Path, interop: bool = False) -> list[Case]:
+    """Load one table file; raises :class:`TableError` on the first problem found. ``interop``: a grid table
+    (its scenario one of :data:`.interop_scenarios.INTEROP_SCENARIOS`)."""
+    from .interop_scenarios import INTEROP_SCENARIOS
+
+    scenarios = INTEROP_SCENARIOS if interop else SCENARIOS
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -125,10 +148,10 @@ def load_table(path: Path) -> list[Case]:
     table = _require(data, "table", str, where)
     title = _require(data, "title", str, where)
     scenario_name = _require(data, "scenario", str, where)
-    if scenario_name not in SCENARIOS:
+    if scenario_name not in scenarios:
         raise TableError(f"{where}: field 'scenario': {scenario_name!r} is not a known scenario "
-                         f"(known: {', '.join(sorted(SCENARIOS))})")
-    scenario = SCENARIOS[scenario_name]
+                         f"(known: {', '.join(sorted(scenarios))})")
+    scenario = scenarios[scenario_name]
     source = _require(data, "source", dict, where)
     document = _require(source, "document", str, where, "source.")
     heading = _require(source, "heading", str, where, "source.")

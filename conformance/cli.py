@@ -139,13 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     brokers.set_defaults(func=cmd_brokers)
 
     from amqp_conformance.conformance import selftest
-    from amqp_conformance.fixtures import baseline, doctor
+    from amqp_conformance.fixtures import baseline, cli_interop, doctor
     from amqp_conformance.reports.cli_report import add_report_parser
 
     selftest.add_parser(commands)
     add_report_parser(commands)
     baseline.add_parser(commands)
     doctor.add_parser(commands)
+    cli_interop.add_parser(commands)
     return parser
 
 

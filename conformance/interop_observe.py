@@ -1,0 +1,149 @@
+"""What a grid cell observed, from the frames of its two connections (sans-I/O), and whether each client's
+API told its caller what the wire says.
+
+Both connections are captured by the interposer (peers/relay.py) with the client's frames as ``out`` and
+the broker's as ``in``. The sending connection carries one link with role sender, the receiving one a link
+with role receiver; the message is the first transfer on each. Everything here is computed from those frame
+lists and the shims' reports: nothing waits, nothing reads a socket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from amqp_conformance.peers.frames import Frame
+
+ERROR_PERFORMATIVES = ("detach", "end", "close")
+KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in the frame log)
+    "attach": ("role", "snd-settle-mode", "rcv-settle-mode"),
+    "transfer": ("delivery-id", "settled", "more", "aborted", "state"),
+    "disposition": ("role", "first", "last", "settled", "state", "batchable"),
+}
+
+
+def _kept(frame: Frame) -> dict[str, Any]:
+    fields = KEPT_FIELDS.get(frame.performative)
+    return dict(frame.fields) if fields is None else {k: frame.fields.get(k) for k in fields}
+
+
+@dataclass(frozen=True)
+class LinkView:
+    """One connection's link and its first delivery, as the frames show them."""
+
+    attach: Frame | None  # the broker's attach answering the client's
+    transfer: Frame | None  # the first transfer of the link (by whichever end sends on it)
+    broker_dispositions: list[Frame]  # the broker's dispositions covering that delivery, in order
+    client_dispositions: list[Frame]  # the client's, in order
+    errors: list[dict[str, Any]]  # the broker's detach/end/close frames that carry an error
+
+
+def _covers(frame: Frame, delivery_id: int) -> bool:
+    first = frame.fields.get("first")
+    last = frame.fields.get("last")
+    if first is None:
+        return False
+    return int(first) <= delivery_id <= int(first if last is None else last)
+
+
+def link_view(frames: list[Frame], client_role: str) -> LinkView:
+    """The client's link of ``client_role`` ("sender" or "receiver") on one connection, its first delivery
+    and the dispositions covering it on the link's session (matched by channel and delivery-id)."""
+    ours = next((f for f in frames if f.direction == "out" and f.performative == "attach"
+                 and f.fields.get("role") == client_role), None)
+    answer = None
+    transfer = None
+    if ours is not None:
+        answer = next((f for f in frames if f.direction == "in" and f.performative == "attach"
+                       and f.fields.get("name") == ours.fields.get("name")), None)
+        sending = "out" if client_role == "sender" else "in"
+        transfer = next((f for f in frames if f.performative == "transfer" and f.direction == sending), None)
+    broker_dispositions: list[Frame] = []
+    client_dispositions: list[Frame] = []
+    if transfer is not None and transfer.fields.get("delivery-id") is not None:
+        delivery_id = int(transfer.fields["delivery-id"])
+        # the peer's channel numbers differ per direction; a disposition is matched by its role and range
+        other_role = "receiver" if client_role == "sender" else "sender"
+        for frame in frames:
+            if frame.performative != "disposition" or not _covers(frame, delivery_id):
+                continue
+            if frame.direction == "in" and frame.fields.get("role") == other_role:
+                broker_dispositions.append(frame)
+            elif frame.direction == "out" and frame.fields.get("role") == client_role:
+                client_dispositions.append(frame)
+    errors = [{"performative": f.performative, "condition": (f.fields.get("error") or {}).get("condition"),
+               "description": (f.fields.get("error") or {}).get("description")}
+              for f in frames if f.direction == "in" and f.performative in ERROR_PERFORMATIVES
+              and f.fields.get("error")]
+    return LinkView(answer, transfer, broker_dispositions, client_dispositions, errors)
+
+
+def _settled_at(dispositions: list[Frame]) -> int | None:
+    return next((f.t_ns for f in dispositions if f.fields.get("settled")), None)
+
+
+def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
+    """The cell's observations (:data:`.interop_scenarios.CROSSING`'s) from both connections' frames."""
+    sent = link_view(sending, "sender")
+    got = link_view(receiving, "receiver")
+    client_settled = _settled_at(got.client_dispositions)
+    broker_settled = _settled_at(got.broker_dispositions)
+    delivered_settled = bool(got.transfer is not None and got.transfer.fields.get("settled"))
+    return {
+        "sender_attach": _kept(sent.attach) if sent.attach else None,
+        "sender_transfer": _kept(sent.transfer) if sent.transfer else None,
+        "sender_answers": [_kept(f) for f in sent.broker_dispositions],
+        "sender_settles": [_kept(f) for f in sent.client_dispositions],
+        "receiver_attach": _kept(got.attach) if got.attach else None,
+        "delivered": _kept(got.transfer) if got.transfer else None,
+        "receiver_answers": [_kept(f) for f in got.client_dispositions],
+        "receiver_settled_first": (not delivered_settled and client_settled is not None
+                                   and (broker_settled is None or client_settled < broker_settled)),
+        "broker_settles_receiver": [_kept(f) for f in got.broker_dispositions],
+        "errors": [{"connection": "sender", **e} for e in sent.errors]
+                  + [{"connection": "receiver", **e} for e in got.errors],
+    }
+
+
+def _state_summary(state: Any) -> dict[str, Any] | None:
+    """A wire delivery state in the shims' report form (``{"type": ..., "condition": ...}``)."""
+    if not isinstance(state, dict) or "@type" not in state:
+        return None
+    summary: dict[str, Any] = {"type": state["@type"]}
+    if state["@type"] == "rejected" and isinstance(state.get("error"), dict):
+        summary["condition"] = state["error"].get("condition")
+    return summary
+
+
+def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] | None,
+                         receive_report: dict[str, Any] | None) -> list[str]:
+    """Where a client's API told its caller something the wire contradicts, one line each ([] when none).
+
+    A shim reports what its library's API said (null where the API says nothing); the wire is the truth. The
+    sending client's ``remote_state`` must be the state of the broker's last disposition for the message
+    (type, and a rejected's condition); the receiving client's ``disposed`` outcome must be the state its
+    own disposition carried, when it sent one.
+    """
+    lines: list[str] = []
+    if send_report is not None and send_report.get("remote_state") is not None:
+        reported = send_report["remote_state"]
+        answers = observed.get("sender_answers") or []
+        wire = _state_summary(answers[-1].get("state")) if answers else None
+        if wire is None:
+            lines.append(f"sending client: its API reported remote state {reported} but the broker sent no state "
+                         "for the message")
+        elif reported.get("type") != wire["type"] or (
+                wire["type"] == "rejected" and reported.get("condition") not in (None, wire.get("condition"))):
+            lines.append(f"sending client: its API reported remote state {reported}, the wire says {wire}")
+    if receive_report is not None and receive_report.get("disposed") is not None:
+        told = receive_report["disposed"].get("type")
+        answers = observed.get("receiver_answers") or []
+        states = [_state_summary(a.get("state")) for a in answers]
+        delivered = observed.get("delivered") or {}
+        if not answers and not delivered.get("settled"):
+            lines.append(f"receiving client: its API accepted the outcome {told} but no disposition for the message "
+                         "went on the wire")
+        elif answers and not any(s is not None and s["type"] == told for s in states):
+            lines.append(f"receiving client: its API accepted the outcome {told}, its dispositions carried "
+                         f"{[s and s['type'] for s in states]}")
+    return lines

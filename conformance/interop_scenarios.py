@@ -1,0 +1,61 @@
+"""The interoperability grid's scenario: what an ``interop_tables`` row may give and what a cell observes.
+
+A cell is one row run with a *sending* client library and a *receiving* client library (each driven by its
+shim, peers/shims/README.md) through one broker, every frame of both connections captured by the interposer
+(peers/relay.py). The row gives the sending link's settle modes and whether the message goes pre-settled,
+the receiving link's receiver settle mode and the outcome the receiving client gives; the cell observes both
+clients' frames and the broker's, and what each client's API reported (:mod:`.interop_observe`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .scenarios import Scenario
+
+SETTLE_MODES = ("unsettled", "settled", "mixed")
+RCV_SETTLE_MODES = ("first", "second")
+OUTCOMES = ("accepted", "rejected", "released", "modified")
+ROLES = ("sender", "receiver")
+
+
+def _annotations(value: Any) -> str | None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.startswith("x-") for k in value):
+        return "expected a table of message annotations whose keys start with 'x-' (e.g. { x-opt-reason = \"r\" })"
+    return None
+
+
+def _no_script(ctx: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """A grid row is run by the interop harness (:func:`.interop_script.run_crossing`), never by ``run``."""
+    raise RuntimeError("an interop row runs with 'amqp-conformance interop', not 'run'")
+
+
+CROSSING = Scenario(
+    "crossing", _no_script,
+    given={
+        "snd_settle_mode": SETTLE_MODES,  # the sending client's link
+        "sender_rcv_settle_mode": RCV_SETTLE_MODES,  # the receiver settle mode the sending client asks for
+        "presettled": bool,  # the message goes settled
+        "rcv_settle_mode": RCV_SETTLE_MODES,  # the receiving client's link
+        "outcome": OUTCOMES,  # what the receiving client gives
+        "condition": str, "description": str,  # rejected's error
+        "delivery_failed": bool, "undeliverable_here": bool, "message_annotations": _annotations,  # modified's
+        "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
+    },
+    defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
+              "rcv_settle_mode": "first", "outcome": "accepted", "settle": True},
+    observations=(
+        "sender_attach",  # the broker's attach to the sending client
+        "sender_transfer",  # the sending client's transfer of the message
+        "sender_answers",  # the broker's dispositions to the sending client for it
+        "sender_settles",  # the sending client's dispositions for it
+        "receiver_attach",  # the broker's attach to the receiving client
+        "delivered",  # the broker's transfer of the message to the receiving client
+        "receiver_answers",  # the receiving client's dispositions for it
+        "receiver_settled_first",  # the receiving client settled before the broker had (rcv second: must not)
+        "broker_settles_receiver",  # the broker's dispositions to the receiving client for it
+        "errors",  # error conditions either client heard (its API's errors and events), by where they came
+    ),
+)
+
+INTEROP_SCENARIOS: dict[str, Scenario] = {CROSSING.name: CROSSING}

@@ -1,0 +1,127 @@
+"""The grid's one script: a message from a sending client library to a receiving one through the broker.
+
+The receiving client connects and attaches first (a router grants a publisher credit only towards a
+consumer), then the sending client; the send and the receive run at once (through a router the sender's
+outcome waits for the receiver's). Each shim does what the row gives through its library's API and reports
+what the API said; the verdict comes from the frames (:mod:`.interop_observe`). A shim that cannot express
+the row replies ``unsupported``: the cell is then :class:`CellUnsupported`, never a near variant.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Shim(Protocol):
+    """What the script needs of a shim process (peers/shimrun.ShimProcess)."""
+
+    def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
+        """Send one command; its reply (``ok`` true or false)."""
+
+
+class CellUnsupported(Exception):
+    """A shim replied ``unsupported``: its library's API cannot express what the row asks."""
+
+    def __init__(self, role: str, op: str, description: str) -> None:
+        super().__init__(f"the {role} client cannot {op} as the row asks: {description}")
+        self.role = role
+
+
+class CellStopped(Exception):
+    """A step the rest of the cell depends on failed (the broker refused an attach, a connect timed out)."""
+
+
+@dataclass
+class CellRun:
+    """What the script did: each shim's replies to the send and the receive, and why it stopped early."""
+
+    send_reply: dict[str, Any] | None = None
+    receive_reply: dict[str, Any] | None = None
+    replies: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (role, op, reply)
+    stopped: str | None = None
+
+
+def outcome_of(given: dict[str, Any]) -> dict[str, Any]:
+    """The contract's outcome object for the row's ``given`` (only the fields the row sets)."""
+    outcome: dict[str, Any] = {"type": given["outcome"]}
+    fields = {"rejected": ("condition", "description"),
+              "modified": ("delivery_failed", "undeliverable_here", "message_annotations")}.get(given["outcome"], ())
+    outcome.update({name: given[name] for name in fields if name in given})
+    return outcome
+
+
+def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: str, address: str,
+                 given: dict[str, Any], timeout_s: float, hostname: str | None = None,
+                 tag: str | None = None) -> CellRun:
+    """Run the row's exchange; raises :class:`CellUnsupported` when a shim cannot express it. A failure of the
+    broker (a refused attach, an error) ends the run early with ``stopped`` set; the frames tell the rest.
+    ``tag``: the clients open with container-ids ``interop-r-TAG`` and ``interop-s-TAG`` (so the interposer's
+    connections can be told apart)."""
+    run = CellRun()
+    timeout_ms = int(timeout_s * 1000)
+    tag = tag or uuid.uuid4().hex[:8]
+
+    def ask(party: str, shim: Shim, op: str, **fields: Any) -> dict[str, Any]:
+        reply = shim.request(op, timeout_s + 5, timeout_ms=timeout_ms, **fields)
+        run.replies.append((party, op, reply))
+        if not reply.get("ok"):
+            error = reply.get("error") or {}
+            if error.get("kind") == "unsupported":
+                raise CellUnsupported(party, op, str(error.get("description")))
+            if op in ("connect", "attach"):
+                raise CellStopped(f"the {party} client's {op} failed: {_error_text(error)}")
+        return reply
+
+    host = {"hostname": hostname} if hostname else {}
+    sending: threading.Thread | None = None
+    try:
+        ask("receiver", receiver, "connect", url=receiver_url, container_id=f"interop-r-{tag}", **host)
+        ask("receiver", receiver, "attach", link="r", role="receiver", address=address,
+            snd_settle_mode="unsettled", rcv_settle_mode=given["rcv_settle_mode"])
+        ask("sender", sender, "connect", url=sender_url, container_id=f"interop-s-{tag}", **host)
+        ask("sender", sender, "attach", link="s", role="sender", address=address,
+            snd_settle_mode=given["snd_settle_mode"], rcv_settle_mode=given["sender_rcv_settle_mode"])
+        failure: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                run.send_reply = ask("sender", sender, "send", link="s",
+                                     messages=[{"body": "m1", "settled": given["presettled"]}])
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
+                failure.append(exc)
+
+        sending = threading.Thread(target=send, name="interop-send", daemon=True)
+        sending.start()
+        run.receive_reply = ask("receiver", receiver, "receive", link="r", count=1, outcome=outcome_of(given),
+                                settle=given["settle"])
+        sending.join(timeout_s + 10)
+        if failure:
+            raise failure[0]
+    except CellStopped as exc:
+        run.stopped = str(exc)
+    finally:
+        if sending is not None:
+            sending.join(timeout_s + 10)  # one command at a time per shim: its send ends before its close
+        for role, shim in (("sender", sender), ("receiver", receiver)):
+            try:
+                reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
+                run.replies.append((role, "close", reply))
+            except Exception:  # noqa: BLE001 - the cell's verdict already stands; the runner checks the shim
+                pass
+    return run
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    parts = [str(error.get(k)) for k in ("kind", "scope", "condition", "description") if error.get(k)]
+    return " ".join(parts) or "no reason given"
+
+
+def first_delivery(reply: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first delivery report of a send or receive reply (also of a failed one that carries some)."""
+    if not reply:
+        return None
+    deliveries = reply.get("deliveries") or (reply.get("error") or {}).get("deliveries") or []
+    return deliveries[0] if deliveries else None
