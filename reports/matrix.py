@@ -24,6 +24,7 @@ from amqp_conformance.fixtures.verdict import VERDICT_NAMES as VERDICTS
 
 from .matrix_charts import broker_bars_svg, table_grid_html
 from .matrix_deviations import deviations_html
+from .matrix_grid import client_grid_html
 from .verdict_style import COLOURS, MEANING, css_class
 
 __all__ = ["COLOURS", "CSV_COLUMNS", "MAX_COLUMNS", "MEANING", "MatrixReport", "anchor", "render_csv", "render_html",
@@ -99,6 +100,7 @@ tr.group th{background:#37474f;color:#fff;font-size:13px}
 .log{margin:6px 0;border:1px solid #ddd}.log h3{font-size:13px;margin:0;padding:4px 6px;background:#eceff1}
 .log pre{margin:0;padding:6px;font-size:11px;white-space:pre-wrap;font-family:"DejaVu Sans Mono",monospace}
 .log:target{outline:3px solid #ff9800}
+div.grids{display:flex;flex-wrap:wrap;gap:12px}table.client-grid caption{font-weight:bold;text-align:left}
 td.src{max-width:420px;font-size:12px}table.grid td{min-width:96px;font-size:12px}table.grid th{font-size:12px}
 td.reason{max-width:520px}td.cases{max-width:420px;font-size:12px}
 svg.plot{display:block;max-width:100%;height:auto}
@@ -130,6 +132,7 @@ def render_html(report: MatrixReport) -> str:
     out += [f"<p class=\"meta\">{escape(note)}</p>" for note in report.notes]
     out.append(_picture_html(report, columns))
     out.append(_summary_html(report, columns))
+    out.append(client_grid_html(report.cells, columns, log_ids))
     out.append("<h2>Legend</h2><p>" + " ".join(
         f"<span class=\"chip {_cls(v)}\" title=\"{escape(MEANING[v])}\">{v}</span> {escape(MEANING[v])}<br>"
         for v in VERDICTS) + "† the profile declares a deviation that no longer occurs (stale deviation)</p>")
