@@ -82,6 +82,21 @@ def _settled_at(dispositions: list[Frame]) -> int | None:
     return next((f.t_ns for f in dispositions if f.fields.get("settled")), None)
 
 
+def _settled_before(client: list[Frame], final_at: int | None) -> bool:
+    """True when the client sent a settling disposition before ``final_at`` (or with none to wait for)."""
+    settled = _settled_at(client)
+    return settled is not None and (final_at is None or settled < final_at)
+
+
+TERMINAL_STATES = ("accepted", "rejected", "released", "modified")  # 3.4: received is the one non-terminal state
+
+
+def _final_at(dispositions: list[Frame]) -> int | None:
+    """When the other end first settled or gave a terminal state (3.4), from its dispositions."""
+    return next((f.t_ns for f in dispositions if f.fields.get("settled")
+                 or (f.fields.get("state") or {}).get("@type") in TERMINAL_STATES), None)
+
+
 def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
     """The cell's observations (:data:`.interop_scenarios.CROSSING`'s) from both connections' frames."""
     sent = link_view(sending, "sender")
@@ -94,6 +109,7 @@ def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
         "sender_transfer": _kept(sent.transfer) if sent.transfer else None,
         "sender_answers": [_kept(f) for f in sent.broker_dispositions],
         "sender_settles": [_kept(f) for f in sent.client_dispositions],
+        "sender_settled_early": _settled_before(sent.client_dispositions, _final_at(sent.broker_dispositions)),
         "receiver_attach": _kept(got.attach) if got.attach else None,
         "delivered": _kept(got.transfer) if got.transfer else None,
         "receiver_answers": [_kept(f) for f in got.client_dispositions],

@@ -41,20 +41,26 @@ CROSSING = Scenario(
         "condition": str, "description": str,  # rejected's error
         "delivery_failed": bool, "undeliverable_here": bool, "message_annotations": _annotations,  # modified's
         "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
+        "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
+        "provocation": ("none", "report-received"),  # asked of the broker's admin for the cell's node first
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
-              "rcv_settle_mode": "first", "outcome": "accepted", "settle": True},
+              "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0,
+              "provocation": "none"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
         "sender_answers",  # the broker's dispositions to the sending client for it
         "sender_settles",  # the sending client's dispositions for it
+        "sender_settled_early",  # the sending client settled before the broker gave a terminal state or settled
         "receiver_attach",  # the broker's attach to the receiving client
         "delivered",  # the broker's transfer of the message to the receiving client
         "receiver_answers",  # the receiving client's dispositions for it
         "receiver_settled_first",  # the receiving client settled before the broker had (rcv second: must not)
         "broker_settles_receiver",  # the broker's dispositions to the receiving client for it
-        "errors",  # error conditions either client heard (its API's errors and events), by where they came
+        "errors",  # the broker's error conditions on either connection (detach, end, close), by where they came
+        "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
+        "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
     ),
 )
 

@@ -89,7 +89,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         def send() -> None:
             try:
                 run.send_reply = ask("sender", sender, "send", link="s",
-                                     messages=[{"body": "m1", "settled": given["presettled"]}])
+                                     messages=[{"body": "m1" + "x" * given["body_bytes"],
+                                                "settled": given["presettled"]}])
             except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
                 failure.append(exc)
 
