@@ -19,12 +19,13 @@ def test_bytes_read_late_carry_the_time_they_arrived():
         assert recvtime.enable(client)
         server.sendall(EMPTY_FRAME)
         sent = time.monotonic_ns()
-        time.sleep(0.3)  # the loop is busy elsewhere: the bytes wait in the kernel
+        time.sleep(1.0)  # the loop is busy elsewhere: the bytes wait in the kernel
         data, arrived = recvtime.recv_stamped(client, 64)
         read = time.monotonic_ns()
         assert data == EMPTY_FRAME
-        assert read - arrived > 250_000_000, "stamped when read, not when it arrived"
-        assert abs(arrived - sent) < 50_000_000
+        # a loaded machine may stamp the packet late (its receive work deferred), never at the read a second on
+        assert read - arrived > 500_000_000, "stamped when read, not when it arrived"
+        assert abs(arrived - sent) < 500_000_000
     finally:
         for sock in (client, server, listener):
             sock.close()
