@@ -356,6 +356,12 @@ def render(value: Any) -> str:
     return str(value)
 
 
+def labelled_lines(frames: list[tuple[str, Frame]]) -> list[str]:
+    """A case's frame log (``(party, Frame)`` pairs) as ``[party]`` lines of :func:`frames_text`, one a frame."""
+    text = frames_text(frame for _, frame in frames).splitlines()
+    return [f"[{party}] {line}" for (party, _), line in zip(frames, text, strict=False)]
+
+
 def frames_text(frames: Iterable[Frame]) -> str:
     """The frame log as text, one frame a line, time relative to the first frame in milliseconds."""
     lines = []

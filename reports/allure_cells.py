@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,18 @@ from allure_commons.model2 import (
     TestResult,
 )
 from allure_commons.types import AttachmentType
+from amqp_conformance.peers.frames import labelled_lines
 
 from . import allure_steps
-from .allure_labels import NON_STRICT_MESSAGE, capped, description, history_id, source_link, write_run_files
+from .allure_labels import (
+    NON_STRICT_MESSAGE,
+    capped,
+    description,
+    history_id,
+    omitted_note,
+    source_link,
+    write_run_files,
+)
 
 STATUS = {"PASS": Status.PASSED, "INFO": Status.PASSED, "FAIL": Status.FAILED, "NON-STRICT": Status.FAILED,
           "ERROR": Status.BROKEN, "UNSUPPORTED": Status.SKIPPED}
@@ -52,7 +62,7 @@ class CellResults:
         verdict, expectation_set = record["verdict"], record["expectation_set"]
         broker = record["broker"]["name"]
         sender, receiver = (record["clients"][role]["client"] for role in ("sender", "receiver"))
-        started = int(datetime_ms(record["started_at"]))
+        started = int(datetime.fromisoformat(record["started_at"]).timestamp() * 1000)
         result = TestResult(uuid=str(uuid.uuid4()), historyId=history_id(record["case_id"], expectation_set, broker),
                             testCaseId=record["case_id"], fullName=f"{broker}:{record['case_id']}:{expectation_set}",
                             name=f"{record['case_id']} [{expectation_set}] {case.title}",
@@ -73,9 +83,10 @@ class CellResults:
         shown, after, omitted = capped(list(frames))
         offset = time.time_ns() - time.monotonic_ns()
         result.steps = allure_steps.step_results(allure_steps.exchanges(shown + after), offset) if frames else []
-        log = "\n".join(f"[{party}] {frame.describe()}" for party, frame in shown + after)
+        lines = labelled_lines(list(frames))  # times relative to the cell's first frame, as run_case shows them
         if omitted:
-            log += f"\n({omitted} frames between these are left out here; frames.jsonl has every one)"
+            lines = lines[:len(shown)] + [omitted_note(omitted, len(frames))] + lines[len(lines) - len(after):]
+        log = "\n".join(lines)
         evidence = {"verdict": verdict, "expected": record["expected"], "observed": record["observed"],
                     "reports": record.get("reports")}
         result.attachments = [self._attach("expected vs observed", json.dumps(evidence, indent=2, default=str),
@@ -88,9 +99,3 @@ class CellResults:
         self._logger.report_attached_data(body=body, file_name=file_name)
         return Attachment(name=name, source=file_name, type=kind.mime_type)
 
-
-def datetime_ms(iso: str) -> float:
-    """Milliseconds since the epoch of an ISO 8601 time with its zone (a record's ``started_at``)."""
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso).timestamp() * 1000
