@@ -16,7 +16,6 @@ from .scenarios import Scenario
 SETTLE_MODES = ("unsettled", "settled", "mixed")
 RCV_SETTLE_MODES = ("first", "second")
 OUTCOMES = ("accepted", "rejected", "released", "modified")
-ROLES = ("sender", "receiver")
 
 
 def _annotations(value: Any) -> str | None:
