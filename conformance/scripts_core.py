@@ -173,7 +173,7 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["next_on_link"] = _next_on_link(ctx, peer, receiver)
     since = peer.mark()
     receiver.close()
-    peer.pump(lambda: peer.find("detach", since, handle=handle) is not None, ctx.timeout)
+    peer.pump(lambda: peer.find("detach", since, handle=handle) is not None, ctx.timeout, receiver.session)
     observed["broker_detach"] = link_fate(peer, handle, since)
     seen = remaining_messages(ctx)
     observed["remaining_messages"] = seen

@@ -62,7 +62,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     since = peer.mark()
     if given["messages"]:
         publish(ctx, peer, session, given["messages"])
-    peer.pump(timeout=ctx.quiet)
+    peer.pump(timeout=ctx.quiet, on=receiver)
     observed: dict[str, Any] = {"before_credit": bodies_of(transfers_on(peer, handle, since))}
 
     since = peer.mark()
@@ -84,8 +84,8 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         drained = not given["drain"] or (frame is not None and frame.fields.get("link-credit") == 0)
         return delivered and drained
 
-    peer.pump(answered, ctx.timeout)
-    peer.pump(timeout=ctx.quiet)  # anything more the broker sends (a transfer beyond the credit)
+    peer.pump(answered, ctx.timeout, receiver)
+    peer.pump(timeout=ctx.quiet, on=receiver)  # anything more the broker sends (a transfer beyond the credit)
     observed["delivered"] = bodies_of(transfers_on(peer, handle, since))
     observed["broker_flow"] = flow_seen(flow_frame(), initial)
     peer.close()

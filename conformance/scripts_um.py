@@ -157,8 +157,8 @@ def run_subscription_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
                            rcv_settle_mode=given["rcv_settle_mode"], durable=given["durable"],
                            name=f"sub-{uuid.uuid4().hex[:8]}", credit=10, filter=filters)
     handle = broker_handle(attach)
-    peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"))
-    peer.pump(timeout=ctx.quiet)  # absence: nothing may be delivered on a link whose subscription failed
+    peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"), session)
+    peer.pump(timeout=ctx.quiet, on=session)  # absence: nothing may be delivered on a link whose subscription failed
     observed["detach"] = detach_seen(peer, handle, since)
     observed["delivered_after"] = delivered_on(peer, handle, since)
     if first is not None:
@@ -187,8 +187,8 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     if answer is not None and answer.fields.get("settled"):
         first.delivery.settle()
     receiver.flow(1)  # credit for m2: a link that stayed attached would deliver it
-    peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"))
-    peer.pump(timeout=ctx.quiet)
+    peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"), session)
+    peer.pump(timeout=ctx.quiet, on=receiver)
     observed["detach"] = detach_seen(peer, handle, since)
     observed["delivered_after"] = delivered_on(peer, handle, since)
     if given["resubscribe"]:  # a new (non-durable) subscriber of the node on the same connection, new session
@@ -197,7 +197,7 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         _, attach = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node,
                                name=f"sub-{uuid.uuid4().hex[:8]}", credit=0)
         new_handle = broker_handle(attach)
-        peer.pump(lambda: detach_seen(peer, new_handle, since) is not None, ctx.wait_for("resubscribed"))
+        peer.pump(lambda: detach_seen(peer, new_handle, since) is not None, ctx.wait_for("resubscribed"), session)
         observed["resubscribed"] = "detached" if detach_seen(peer, new_handle, since) else "attached"
     return observed
 
@@ -276,7 +276,7 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             ctx.admin.relieve(given["provocation"], ctx.node)
     observed["dispositions"] = dispositions
     observed["dispositions_cover"] = covers
-    peer.pump(lambda: detach_seen(peer, handle, attached_at) is not None, ctx.wait_for("detach"))
+    peer.pump(lambda: detach_seen(peer, handle, attached_at) is not None, ctx.wait_for("detach"), session)
     observed["detach"] = detach_seen(peer, handle, attached_at)
     if coordinator is not None and given["discharge"] != "none":
         observed["visible_before_discharge"] = remaining_on_node(ctx)

@@ -22,6 +22,7 @@ from proton import SASL, Delivery, Link, Message, Receiver, Sender, Session, Ter
 
 from . import recvtime
 from .address import BrokerAddress
+from .ended import ANY_SESSION, nothing_more
 from .engine import CapturingEngine, delivery_tag
 from .frames import Frame, FrameSplitter, FramingError, frames_text, render
 from .idle import Watch, WireCount, probe_for
@@ -112,6 +113,7 @@ class ScriptedPeer:
         self.wire = WireCount("")  # bytes this socket carried, for the broker's idle probe (peers/idle.py)
         self._watch: Watch | None = None
         self.went_idle = False  # the last wait ended because the broker was idle (not by its time-out)
+        self.cut_short: str | None = None  # why the last wait ended early: nothing more could come (.ended)
         self._raw_out = 0
         mechanisms = sasl_mechanisms or ("PLAIN" if address.user is not None else
                                          "EXTERNAL ANONYMOUS" if address.tls.cert else "ANONYMOUS")
@@ -176,13 +178,17 @@ class ScriptedPeer:
 
     # -- the loop ------------------------------------------------------------------------------------
 
-    def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
+    def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None,
+             on: Session | Link | str | None = None) -> bool:
         """Move bytes both ways until ``until()`` is true (returns True) or ``timeout`` passes (False).
 
         With no ``until``, moves bytes for the whole ``timeout``. A wait lasts at least :attr:`min_watch`
         (unless ``until()`` comes true), whatever ``timeout`` says. Raises :class:`PeerError` if the socket
         fails; a closed connection ends the wait early (returns ``until()``'s value then), and so does a
         broker that says it is idle (:mod:`.idle`: nothing more can arrive; :attr:`went_idle` is then True).
+        ``on`` names where the awaited frame must come from (a link, a session or :data:`.ended.ANY_SESSION`):
+        once the broker has ended that session or detached that link, nothing awaited can come and the wait
+        ends (:mod:`.ended`; :attr:`cut_short` then says why). The bounded watch is never cut short.
         """
         if self._sock is None:
             raise PeerError("the peer is not connected")
@@ -191,6 +197,7 @@ class ScriptedPeer:
         deadline = max(started + (self.timeout if timeout is None else timeout), floor)
         queued_before = waited_s()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
         self.went_idle = False
+        self.cut_short = None
         while True:
             self._flush()
             for _ in self.engine.events():
@@ -201,6 +208,10 @@ class ScriptedPeer:
             remaining = deadline + (waited_s() - queued_before) - time.monotonic()
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
+            if on is not None and time.monotonic() >= floor:
+                self.cut_short = nothing_more(on, self.connection)
+                if self.cut_short is not None:
+                    return until() if until is not None else False
             watching = self._watch if time.monotonic() >= floor else None  # no idle shortcut inside the watch
             readiness = wait_readable(self._sock, watching, remaining)
             if readiness == "idle":
@@ -283,11 +294,12 @@ class ScriptedPeer:
         return None
 
     def expect(self, performative: str, since: int = 0, timeout: float | None = None, direction: str = "in",
-               **fields: Any) -> Frame:
+               on: Session | Link | str | None = None, **fields: Any) -> Frame:
         """Wait for an inbound ``performative`` frame after ``since`` whose fields match; return it.
 
         Field names use ``_`` for ``-`` (``delivery_id=0``); values are patterns. Raises
-        :class:`ExpectationFailed` after ``timeout`` (default: the peer's) with the evidence.
+        :class:`ExpectationFailed` after ``timeout`` (default: the peer's) with the evidence, or sooner when
+        the frame can no longer come ``on`` that link or session (:meth:`pump`).
         """
         found: list[Frame] = []
 
@@ -296,12 +308,13 @@ class ScriptedPeer:
             return bool(found)
 
         started = time.monotonic()
-        if self.pump(arrived, timeout):
+        if self.pump(arrived, timeout, on):
             return found[0]
         pattern = {"performative": performative, **_field_pattern(fields)}
         observed = [f for f in self.engine.frames[since:]
                     if f.direction == direction and f.performative == performative]
         waited = f"the broker went idle without one after {time.monotonic() - started:.3f}s" if self.went_idle \
+            else f"({self.cut_short} after {time.monotonic() - started:.3f}s)" if self.cut_short \
             else f"within {self.timeout if timeout is None else timeout:.2f}s"
         raise ExpectationFailed(f"{self.label}: no matching {performative} {waited}", pattern, observed,
                                 list(self.engine.frames))
@@ -370,7 +383,7 @@ class ScriptedPeer:
         link.open()
         if credit:
             link.flow(credit)
-        return self.expect("attach", since, name=link.name)
+        return self.expect("attach", since, on=link.session, name=link.name)
 
     def handle_of(self, link: Link) -> int:
         """The handle we gave ``link`` in our most recent attach for it (read from the captured frame)."""
@@ -382,7 +395,8 @@ class ScriptedPeer:
     def wait_for_disposition(self, delivery_id: int, since: int, timeout: float, role: str) -> Frame | None:
         """The first inbound disposition after ``since`` from ``role`` whose range covers ``delivery_id``.
 
-        Returns None when none arrives within ``timeout`` (absence is an observation, not an error).
+        Returns None when none arrives within ``timeout`` (absence is an observation, not an error), at once
+        when the broker has ended every session (nothing can come then: :mod:`.ended`).
         """
         def covering() -> Frame | None:
             for frame in self.engine.frames[since:]:
@@ -394,7 +408,7 @@ class ScriptedPeer:
                         return frame
             return None
 
-        self.pump(lambda: covering() is not None, timeout)
+        self.pump(lambda: covering() is not None, timeout, ANY_SESSION)
         return covering()
 
     def wait_for_credit(self, sender: Sender, timeout: float | None = None) -> None:
@@ -442,14 +456,18 @@ class ScriptedPeer:
         self.expect("transfer", since, direction="out")
 
     def receive(self, receiver: Receiver, since: int = 0, timeout: float | None = None) -> ReceivedDelivery:
-        """Wait for the next whole message on ``receiver``; read it and advance the link."""
+        """Wait for the next whole message on ``receiver``; read it and advance the link.
+
+        Raises :class:`ExpectationFailed` after ``timeout``, or as soon as the broker has detached the link or
+        ended its session (no transfer can come then: :mod:`.ended`)."""
         def ready() -> bool:
             current = receiver.current
             return current is not None and current.readable and not current.partial
 
-        if not self.pump(ready, timeout):
+        if not self.pump(ready, timeout, receiver):
             observed = [f for f in self.engine.frames[since:] if f.direction == "in"]
-            raise ExpectationFailed(f"{self.label}: no message arrived on link {receiver.name}",
+            why = f" ({self.cut_short})" if self.cut_short else ""
+            raise ExpectationFailed(f"{self.label}: no message arrived on link {receiver.name}{why}",
                                     {"transfer": {"handle": "(link)"}}, observed, list(self.engine.frames))
         delivery = receiver.current
         body = receiver.recv(delivery.pending)
