@@ -183,10 +183,18 @@ def frame_bytes(spec: dict[str, Any], ctx: RawContext) -> bytes:
     """The bytes of one frame specification (``repeat`` included), placeholders resolved from ``ctx``."""
     times = spec.get("repeat", 1)
     times = ctx.resolve(times) if isinstance(times, str) else int(times)
-    return b"".join(_one_frame(spec, ctx) for _ in range(times))
+    payload = _payload(spec)  # encoded once: every repeat carries the same bytes (a credit can be 65536)
+    return b"".join(_one_frame(spec, ctx, payload) for _ in range(times))
 
 
-def _one_frame(spec: dict[str, Any], ctx: RawContext) -> bytes:
+def _payload(spec: dict[str, Any]) -> bytes:
+    payload = spec.get("payload", b"")
+    if isinstance(payload, dict):
+        return Message(body=payload.get("message")).encode()
+    return bytes.fromhex(payload) if isinstance(payload, str) else payload
+
+
+def _one_frame(spec: dict[str, Any], ctx: RawContext, payload: bytes) -> bytes:
     if "raw" in spec:
         return bytes.fromhex(spec["raw"])
     if "body" in spec:
@@ -197,11 +205,6 @@ def _one_frame(spec: dict[str, Any], ctx: RawContext) -> bytes:
         raise FrameSpecError("a frame needs 'raw', 'body' or 'performative'")
     if "truncate_body" in spec:
         body = body[: int(spec["truncate_body"])]
-    payload = spec.get("payload", b"")
-    if isinstance(payload, dict):
-        payload = Message(body=payload.get("message")).encode()
-    elif isinstance(payload, str):
-        payload = bytes.fromhex(payload)
     channel = _value(spec.get("channel", "$channel"), ctx)
     frame = encode_frame(body, channel=int(channel), frame_type=int(spec.get("type", FRAME_TYPE_AMQP)),
                          payload=payload, doff=int(spec.get("doff", 2)))
