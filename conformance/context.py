@@ -53,6 +53,7 @@ class CaseContext:
     anycast_prefix: str = "anycast."  # the profile's router address prefixes (see routed_address)
     multicast_prefix: str = "multicast."
     watch: float = 0.0  # the row's bounded watch (Case.watch): the inspecting consumer's waits last this long
+    barrier: str = "none"  # the profile's absence_barrier: "drain" proves a node empty (.scripts.each_received)
 
     def __post_init__(self) -> None:
         if not self.node:
