@@ -29,7 +29,7 @@ from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
-from .turns import waited_s, waiting
+from .turns import shared, waited_s, waiting
 
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
@@ -271,7 +271,7 @@ class ScriptedPeer:
         self._flush()
         splitter = FrameSplitter("out")
         try:
-            frames = splitter.feed(data)
+            frames = list(shared(splitter.split(data)))
             if splitter.buffered:
                 tail = data[-splitter.buffered:]
                 frames.append(Frame("out", 0, -1, "raw-bytes", {"note": "incomplete frame"}, b"", tail))

@@ -35,6 +35,7 @@ from proton import Described, Message, symbol, ubyte, uint, ulong, ushort
 
 from .amqp_types import BY_NAME, CHOICE_FIELDS, choice_value
 from .frames import FRAME_TYPE_AMQP, encode_frame, encode_value
+from .turns import shared
 
 MAX_PAD = 16 * 1024 * 1024
 
@@ -184,7 +185,7 @@ def frame_bytes(spec: dict[str, Any], ctx: RawContext) -> bytes:
     times = spec.get("repeat", 1)
     times = ctx.resolve(times) if isinstance(times, str) else int(times)
     payload = _payload(spec)  # encoded once: every repeat carries the same bytes (a credit can be 65536)
-    return b"".join(_one_frame(spec, ctx, payload) for _ in range(times))
+    return b"".join(_one_frame(spec, ctx, payload) for _ in shared(range(times)))
 
 
 def _payload(spec: dict[str, Any]) -> bytes:

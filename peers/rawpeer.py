@@ -21,7 +21,7 @@ from .frames import Frame, FrameSplitter, FramingError, redact_frame
 from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, wait_readable, watch_socket
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
-from .turns import waited_s
+from .turns import shared, waited_s
 
 
 class _RawInput:
@@ -127,7 +127,7 @@ class RawSocket:
         """Write ``data`` (captured as outbound frames, or raw bytes when it is not framing)."""
         assert self._sock is not None
         try:
-            frames = self._out.feed(data)
+            frames = list(shared(self._out.split(data)))
         except FramingError:
             frames = [Frame("out", 0, -1, "raw-bytes", {"note": "not valid framing"}, b"", data)]
             self._out = FrameSplitter("out")

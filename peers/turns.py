@@ -18,8 +18,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class FairLock:
@@ -102,3 +105,21 @@ class Turns:
 TURNS = Turns()
 waiting = TURNS.waiting
 waited_s = TURNS.waited_s
+SHARE_EVERY = 256  # frames encoded or decoded in one go between hand-overs (:func:`shared`)
+
+
+def let_others_run() -> None:
+    """Hand the turn to the case thread that has waited longest for it, if any, and take it back.
+
+    A long stretch of work inside proton (encoding or decoding the 65536 transfers a broker's credit asks
+    for) would otherwise hold every case beside it up for seconds: their waits would end late."""
+    with TURNS.waiting():
+        pass
+
+
+def shared(items: Iterable[T]) -> Iterator[T]:
+    """``items``, handing the turn over every :data:`SHARE_EVERY` of them (:func:`let_others_run`)."""
+    for index, item in enumerate(items):
+        if index and index % SHARE_EVERY == 0:
+            let_others_run()
+        yield item
