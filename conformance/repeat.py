@@ -8,6 +8,7 @@ fed the same data.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 
 def repeat_run_ids(run_id: str, repeat: int) -> list[str]:
@@ -15,19 +16,35 @@ def repeat_run_ids(run_id: str, repeat: int) -> list[str]:
     return [run_id] if repeat <= 1 else [f"{run_id}-r{i + 1}" for i in range(repeat)]
 
 
-def verdicts_by_case(results: list[dict]) -> dict[str, dict[str, int]]:
-    """For each ``case_id:expectation_set``, how many times each verdict was recorded."""
+def comparable_verdict(record: dict) -> str:
+    """The verdict to compare across runs: a NON-STRICT from a deviation the profile declares intermittent (a
+    race in the broker, seen in some runs only) counts as the PASS of the runs where the race did not happen."""
+    return "PASS" if record["verdict"] == "NON-STRICT" and record.get("deviation_intermittent") else record["verdict"]
+
+
+def verdicts_by_case(results: list[dict], verdict: Callable[[dict], str] = lambda record: record["verdict"]) \
+        -> dict[str, dict[str, int]]:
+    """For each ``case_id:expectation_set``, how many times each verdict (as ``verdict`` reads it) was recorded."""
     seen: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for record in results:
-        seen[f"{record['case_id']}:{record['expectation_set']}"][record["verdict"]] += 1
+        seen[f"{record['case_id']}:{record['expectation_set']}"][verdict(record)] += 1
     return {case: dict(counts) for case, counts in seen.items()}
 
 
 def flaky_cases(results: list[dict], run_ids: list[str]) -> dict[str, dict[str, int]]:
-    """The cases whose verdict varied across the repetitions, or that some repetition did not record."""
+    """The cases whose verdict varied across the repetitions (a declared intermittent deviation aside:
+    :func:`comparable_verdict`), or that some repetition did not record."""
     ran = [r for r in results if r.get("run_id") in run_ids]
-    return {case: counts for case, counts in verdicts_by_case(ran).items()
+    recorded = verdicts_by_case(ran)
+    return {case: recorded[case] for case, counts in verdicts_by_case(ran, comparable_verdict).items()
             if len(counts) > 1 or sum(counts.values()) != len(run_ids)}
+
+
+def intermittent_cases(results: list[dict], run_ids: list[str]) -> dict[str, dict[str, int]]:
+    """The cases where a declared intermittent deviation happened in some of the repetitions, with their counts."""
+    ran = [r for r in results if r.get("run_id") in run_ids]
+    hit = {f"{r['case_id']}:{r['expectation_set']}" for r in ran if r.get("deviation_intermittent")}
+    return {case: counts for case, counts in verdicts_by_case(ran).items() if case in hit}
 
 
 def report_flaky(results: list[dict], run_ids: list[str]) -> dict[str, dict[str, int]]:
@@ -38,4 +55,7 @@ def report_flaky(results: list[dict], run_ids: list[str]) -> dict[str, dict[str,
     for case, counts in sorted(flaky.items()):
         shown = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
         print(f"  FLAKY {case}: {shown} over {len(run_ids)} runs")
+    for case, counts in sorted(intermittent_cases(results, run_ids).items()):
+        shown = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+        print(f"  intermittent (a race the profile declares): {case}: {shown} over {len(run_ids)} runs")
     return flaky
