@@ -131,7 +131,9 @@ def drained(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> Iterato
         while True:
             def next_or_drained() -> bool:
                 current = receiver.current
-                return (current is not None and current.readable and not current.partial) or receiver.credit == 0
+                if current is not None and current.partial:
+                    return False  # a message whose last frames are still coming (its first used the credit)
+                return (current is not None and current.readable) or receiver.credit == 0
 
             peer.pump(next_or_drained, ctx.timeout, receiver)
             current = receiver.current
