@@ -143,36 +143,16 @@ def read_lines(spark: SparkSession, files: Sequence[str], schema: StructType | N
     return spark.read.text(list(files)).select(*columns)
 
 
-def problem(required: Sequence[str]) -> Column:
-    """Why a parsed record ``r`` (with ``_corrupt_record``) is malformed: not a JSON object of the schema, or
-    the ``required`` fields it lacks (``missing field verdict``); null for a good record."""
+def parse_lines(lines: DataFrame, required: Sequence[str]) -> DataFrame:
+    """The non-blank lines of ``lines`` (from :func:`read_lines` with a schema) with ``problem``: null for a
+    good record, else why not (not a JSON object of the schema, or the required fields it lacks)."""
     missing = [F.when(F.col(f"r.{name}").isNull(), F.lit(name)) for name in required]
     any_missing = F.col(f"r.{required[0]}").isNull()
     for name in required[1:]:
         any_missing = any_missing | F.col(f"r.{name}").isNull()
-    return (F.when(F.col(f"r.{CORRUPT}").isNotNull(), F.lit("not a JSON object of the record schema"))
-            .when(any_missing, F.concat(F.lit("missing field "), F.concat_ws(", ", *missing))))
-
-
-def parse_lines(lines: DataFrame, required: Sequence[str]) -> DataFrame:
-    """The non-blank lines of ``lines`` (from :func:`read_lines` with a schema) with ``problem``: null for a
-    good record, else why not (see :func:`problem`)."""
-    return lines.filter(F.trim("value") != "").withColumn("problem", problem(required))
-
-
-def read_records(spark: SparkSession, files: Sequence[str], schema: StructType, required: Sequence[str]) -> DataFrame:
-    """The records of ``files`` parsed by Spark's JSON source with ``schema`` (``PERMISSIVE``, unreadable text in
-    ``_corrupt_record``; blank lines skipped): ``file``, ``r`` (the record) and ``problem`` (see :func:`problem`).
-
-    The same records, and the same problems, as :func:`parse_lines` over :func:`read_lines`, without line
-    positions, at about twice the speed: the source parses each line from its bytes, where ``from_json`` decodes
-    the text through a character reader first. One difference: the source reads a line holding a JSON array of
-    objects as those objects, where ``from_json`` calls it malformed (the records' writer writes objects only).
-    """
-    records = (spark.read.schema(schema).options(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT)
-               .json(list(files)))
-    return (records.select(F.input_file_name().alias("file"), F.struct(*records.columns).alias("r"))
-            .withColumn("problem", problem(required)))
+    problem = (F.when(F.col(f"r.{CORRUPT}").isNotNull(), F.lit("not a JSON object of the record schema"))
+               .when(any_missing, F.concat(F.lit("missing field "), F.concat_ws(", ", *missing))))
+    return lines.filter(F.trim("value") != "").withColumn("problem", problem)
 
 
 def line_numbers(lines: DataFrame, bad: DataFrame) -> DataFrame:
@@ -251,12 +231,12 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFram
     frames of known runs into ``warehouse``, in one pass over the text; returns the frames written, the
     orphans (frames of no run in ``runs``, not written) and the malformed lines with file and line.
 
-    The frames are parsed by Spark's JSON source (:func:`read_records`) and their counts observed while they
-    are written (no second pass, nothing cached); the lines are read a second time, as text with their
-    positions, only when some are malformed, to number them.
+    The counts are observed while the frames are written (no second pass, nothing cached); the lines are
+    read a second time only when some are malformed, to number them.
     """
     report = IngestReport()
-    parsed = read_records(spark, frame_files, FRAME_LINE, FRAME_REQUIRED)
+    lines = read_lines(spark, frame_files, FRAME_LINE)
+    parsed = parse_lines(lines, FRAME_REQUIRED)
     checked, joined = Observation("frame lines"), Observation("frames")
     parsed = parsed.observe(checked, F.count(F.col("problem")).alias("malformed"))
     frames = frames_table(parsed, runs_by_file(spark, frame_files, runs))
@@ -266,9 +246,8 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: DataFram
         .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
     report.frames = int(joined.get["written"])
     report.orphan_frames = int(joined.get["orphans"])
-    if checked.get["malformed"]:  # read the text again, this time with the lines' positions, to number them
-        lines = read_lines(spark, frame_files, FRAME_LINE)
-        report.malformed = _collect_malformed(lines, parse_lines(lines, FRAME_REQUIRED))
+    if checked.get["malformed"]:
+        report.malformed = _collect_malformed(lines, parsed)
     return report
 
 
