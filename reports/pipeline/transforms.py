@@ -159,14 +159,14 @@ def deliveries(frames: DataFrame) -> DataFrame:
 
     Plan (numbers, not strings, on the hot path; no window over the frames): a session is its strings
     (broker, version, run, case, set, party) hashed to a 64-bit ``_sid``. One narrow pass collects the
-    small table of every session with its strings, its opens and its attaches (a few rows a session,
-    cached: the one thing this function caches);
-    a session's connection number and a transfer's link are then looked up in broadcast tables of spans
-    (``open k`` covers the frames after it up to the next open), so the frames are read once more, joined
-    to those by number, and aggregated per delivery on numeric keys alone (hash aggregation, one shuffle of
-    numbers). The strings come back at the end from the session table. Two sessions whose strings hash
-    alike would share a ``_sid``: the session table checks that no ``_sid`` has two sessions and fails the
-    job if one does (``raise_error``), so a collision stops the report rather than mixing deliveries.
+    small table of every session with its strings, its opens and its attaches (a few rows a session; cached,
+    the one thing this function caches, and left cached for the session's life). A frame's connection
+    number and a transfer's link are then looked up in broadcast tables of spans (``open k`` covers the
+    frames after it up to the next open), so the frames are read once more, joined to those by number, and
+    aggregated per delivery on numeric keys alone (hash aggregation, one shuffle of numbers). The strings
+    come back at the end from the session table. Two sessions whose strings hash alike would share a
+    ``_sid``: the session table checks that no ``_sid`` has two sessions and fails the job if one does
+    (``raise_error``), so a collision stops the report rather than mixing deliveries.
     """
     is_open = (F.col("performative") == "open") & (F.col("dir") == "out")
     is_attach = F.col("performative") == "attach"
