@@ -3,6 +3,7 @@ separate functions; this module only strings them together."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,26 +27,29 @@ class ReportSummary:
 def run_report(results: DataFrame, frames: DataFrame | None, out_dir: Path, runs: list[str] | None = None,
                max_logs: int = 500, notes: list[str] | None = None) -> ReportSummary:
     """Compute the matrix, regressions, flaky cases, latencies and stale deviations of ``results`` (and
-    ``frames``, for latencies and frame logs) and write every report file into ``out_dir``."""
-    results = results.persist(StorageLevel.MEMORY_AND_DISK)
-    matrix = transforms.compliance_matrix(results).persist(StorageLevel.MEMORY_AND_DISK)
-    cells = load.collect(matrix, ("broker", "broker_version", "table", "case_id", "expectation_set"))
-    summary = load.collect(transforms.compliance_summary(matrix), ("broker", "broker_version", "expectation_set"))
-    over_versions = load.collect(transforms.compliance_over_versions(matrix), ("broker", "version_order"))
-    findings = {
-        "regressions": load.collect(transforms.regressions(results),
-                                    ("broker", "kind", "case_id", "expectation_set", "to_run_id")),
-        "flaky": load.collect(transforms.flaky_cases(results),
-                              ("broker", "broker_version", "case_id", "expectation_set")),
-        "stale": load.collect(transforms.stale_deviations(matrix),
-                              ("broker", "broker_version", "case_id", "expectation_set")),
-        "latency": [],
-    }
-    logs: dict[tuple, str] = {}
-    if frames is not None:
-        findings["latency"] = load.collect(transforms.settlement_latency(transforms.deliveries(frames)),
-                                           transforms.LATENCY_BY)
-        logs = load.frame_logs(frames, cells, max_logs)
+    ``frames``, for latencies and frame logs) and write every report file into ``out_dir``.
+
+    The latencies, the one job over the frames, run in a thread of their own while the small jobs over the
+    results run beside them: the driver plans and schedules those while the frames job keeps the cores busy.
+    """
+    with ThreadPoolExecutor(max_workers=1) as background:
+        latency = None if frames is None else background.submit(
+            load.collect, transforms.settlement_latency(transforms.deliveries(frames)), transforms.LATENCY_BY)
+        results = results.persist(StorageLevel.MEMORY_AND_DISK)
+        matrix = transforms.compliance_matrix(results).persist(StorageLevel.MEMORY_AND_DISK)
+        cells = load.collect(matrix, ("broker", "broker_version", "table", "case_id", "expectation_set"))
+        summary = load.collect(transforms.compliance_summary(matrix), ("broker", "broker_version", "expectation_set"))
+        over_versions = load.collect(transforms.compliance_over_versions(matrix), ("broker", "version_order"))
+        findings = {
+            "regressions": load.collect(transforms.regressions(results),
+                                        ("broker", "kind", "case_id", "expectation_set", "to_run_id")),
+            "flaky": load.collect(transforms.flaky_cases(results),
+                                  ("broker", "broker_version", "case_id", "expectation_set")),
+            "stale": load.collect(transforms.stale_deviations(matrix),
+                                  ("broker", "broker_version", "case_id", "expectation_set")),
+        }
+        logs: dict[tuple, str] = {} if frames is None else load.frame_logs(frames, cells, max_logs)
+        findings["latency"] = [] if latency is None else latency.result()
     report = MatrixReport(
         cells=cells, summary=summary, logs=logs, regressions=findings["regressions"], flaky=findings["flaky"],
         stale=findings["stale"], runs=sorted(runs or {c["run_id"] for c in cells}),

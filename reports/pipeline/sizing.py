@@ -19,6 +19,17 @@ PARTITION_BYTES = 8 * MIB
 MIN_HEAP_MIB = 1024              # the JVM's own needs plus Spark's reserved 300 MiB and room to work
 HEAP_MIB_PER_INPUT_GIB = 256     # more heap per GiB read (aggregation buffers and sort pages grow with it)
 MAX_HEAP_SHARE = 0.25            # never more than this share of the machine's memory
+# Plan settings for a local driver whose partitions are sized here. Adaptive execution coalesces small
+# shuffle partitions, but by default it aims at parallelism alone and packed the per-delivery aggregation of
+# 12 M frames into three tasks that spilled 450 MiB (compressed shuffle bytes are a tenth of the rows in
+# memory), one core idle at the end; aiming at 4 MiB of shuffle a partition keeps that one near ten tasks and
+# still gives the many small stages over the results one task each (ten tasks each cost more time than they
+# ran). And a task keeps the latency percentiles' value counts in a hash table for this many groups before
+# falling back to sorting its rows: Spark's default, 128, sent every report with a few hundred latency
+# groups to a sort that spilled; the value counts of a task's share of the deliveries fit the heap.
+PLAN_CONF = {"spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+             "spark.sql.adaptive.advisoryPartitionSizeInBytes": "4m",
+             "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "4096"}
 
 
 def input_bytes(paths: Iterable[str]) -> int | None:
@@ -66,8 +77,9 @@ def physical_memory() -> int | None:
 
 def local_conf(data_bytes: int | None, cores: int | None = None) -> dict[str, str]:
     """Spark settings for a local driver reading ``data_bytes``: ``spark.driver.memory`` (see
-    :func:`driver_heap_mib`) and ``spark.sql.shuffle.partitions`` (see :func:`shuffle_partitions`).
-    The heap only takes effect when the JVM has not started yet."""
+    :func:`driver_heap_mib`), ``spark.sql.shuffle.partitions`` (see :func:`shuffle_partitions`) and
+    :data:`PLAN_CONF` (coalesce shuffle partitions towards 4 MiB each; percentile's counts hashed). The heap
+    only takes effect when the JVM has not started yet."""
     cores = cores or os.cpu_count() or 1
     return {"spark.driver.memory": f"{driver_heap_mib(data_bytes, physical_memory())}m",
-            "spark.sql.shuffle.partitions": str(shuffle_partitions(cores, data_bytes))}
+            "spark.sql.shuffle.partitions": str(shuffle_partitions(cores, data_bytes)), **PLAN_CONF}

@@ -123,9 +123,25 @@ def stale_deviations(matrix: DataFrame) -> DataFrame:
 
 
 SESSION = ("run_id", "case_id", "expectation_set", "party")
+SESSION_KEY = ("broker", "broker_version", *SESSION)  # a session's strings; the deliveries hash them to _sid
 
 
 LINK_SEQ_BITS = 31  # a frame's seq and its link's attach seq are packed into one long below 2**31 each
+
+
+def _spans(marks: DataFrame, keys: Sequence[str], low: str, high: str) -> DataFrame:
+    """``marks`` (with ``seq``) with, per ``keys``, ``_k`` (1, 2, ... in seq order), ``low`` (its seq) and
+    ``high`` (the next mark's seq, null for the last): the frames with ``low < seq <= high`` follow mark
+    ``_k`` and precede the next. For small tables (a session's opens or attaches)."""
+    order = Window.partitionBy(*keys).orderBy("seq")
+    return (marks.select("*", F.row_number().over(order).alias("_k"), F.lead("seq").over(order).alias(high))
+            .withColumnRenamed("seq", low))
+
+
+def _after(frame: str, span: str, low: str, high: str) -> list[Column]:
+    """Join conditions: the ``frame``'s seq lies in the span's ``(low, high]`` (``high`` null: no end)."""
+    seq = F.col(f"{frame}.seq")
+    return [seq > F.col(f"{span}.{low}"), F.col(f"{span}.{high}").isNull() | (seq <= F.col(f"{span}.{high}"))]
 
 
 def deliveries(frames: DataFrame) -> DataFrame:
@@ -141,53 +157,72 @@ def deliveries(frames: DataFrame) -> DataFrame:
     Columns: broker, broker_version, run_id, case_id, expectation_set, family, party, settle_mode,
     presettled, transfer_t_ns, settled_t_ns, latency_ms (null when no disposition settled it).
 
-    Plan: the frames are shuffled once, by a 64-bit hash of the session (a number sorts and hashes much
-    faster than four strings; the strings stay in every key, so a collision mixes nothing). The connection
-    number and the link's attach (its ``seq``) come from window functions over that partitioning; the
-    per-delivery aggregation groups by keys that contain the hash, so it needs no further shuffle, and keeps
-    only numbers in its buffers (the first transfer's seq and link packed in one long), so it hashes rather
-    than sorts. The settle modes are then looked up in the (small, broadcast) table of attaches.
+    Plan (numbers, not strings, on the hot path; no window over the frames): a session is its strings
+    (broker, version, run, case, set, party) hashed to a 64-bit ``_sid``. One narrow pass collects the
+    small table of every session with its strings, its opens and its attaches (a few rows a session; cached,
+    the one thing this function caches, and left cached for the session's life). A frame's connection
+    number and a transfer's link are then looked up in broadcast tables of spans (``open k`` covers the
+    frames after it up to the next open), so the frames are read once more, joined to those by number, and
+    aggregated per delivery on numeric keys alone (hash aggregation, one shuffle of numbers). The strings
+    come back at the end from the session table. Two sessions whose strings hash alike would share a
+    ``_sid``: the session table checks that no ``_sid`` has two sessions and fails the job if one does
+    (``raise_error``), so a collision stops the report rather than mixing deliveries.
     """
     is_open = (F.col("performative") == "open") & (F.col("dir") == "out")
     is_attach = F.col("performative") == "attach"
     is_transfer = (F.col("performative") == "transfer") & F.col("delivery_id").isNotNull()
     is_settling = (F.col("performative") == "disposition") & F.coalesce(F.col("settled"), F.lit(False)) \
         & F.col("first").isNotNull()
+    sid = F.xxhash64(*SESSION_KEY).alias("_sid")
+    marked = is_open | is_attach
+    # every session that has a transfer, with its opens and attaches: a few rows a session (transfers collapse)
+    marks = (frames.filter(marked | is_transfer)
+             .select(sid, *SESSION_KEY, F.when(is_open, "open").when(is_attach, "attach").alias("kind"),
+                     *[F.when(marked, F.col(name)).alias(name)
+                       for name in ("seq", "dir", "channel", "handle", "snd_settle_mode", "rcv_settle_mode")])
+             .distinct().cache())  # read four ways below; cached, the frames are scanned for it once
+    per_sid = F.count(F.lit(1)).over(Window.partitionBy("_sid"))
+    sessions = (marks.select("_sid", *SESSION_KEY).distinct().withColumn("_n", per_sid)
+                .filter(F.when(F.col("_n") > 1, F.raise_error(F.lit("two sessions hash to one _sid: their "
+                                                                   "deliveries cannot be told apart")))
+                        .otherwise(F.lit(True)))
+                .drop("_n"))
+    opens = _spans(marks.filter(F.col("kind") == "open").select("_sid", "seq"), ["_sid"], "_lo", "_hi")
+    link_key = ("_sid", "dir", "channel", "handle")
+    links = _spans(marks.filter(F.col("kind") == "attach").select(*link_key, "seq"), link_key, "_lo", "_hi")
+    attaches = marks.filter(F.col("kind") == "attach").select(
+        "_sid", F.col("seq").alias("_link"), "snd_settle_mode", "rcv_settle_mode")
+
     other = F.when(F.col("dir") == "in", "out").otherwise("in")
-    relevant = (frames.filter(is_open | is_transfer | is_settling | is_attach)
-                .select("broker", "broker_version", F.xxhash64(*SESSION).alias("_sid"), *SESSION, "seq", "t_ns",
-                        "dir", "channel", "handle", "settled", is_open.alias("_open"), is_attach.alias("_attach"),
-                        is_transfer.alias("_transfer"), is_settling.alias("_settling"),
-                        F.when(is_transfer, F.col("dir")).when(F.col("role") == "sender", F.col("dir"))
-                        .otherwise(other).alias("space"),
-                        F.when(is_transfer, F.array("delivery_id"))
-                        .when(F.coalesce("last", "first") >= F.col("first"),
-                              F.sequence("first", F.coalesce("last", "first")))
-                        .otherwise(F.array("first")).alias("ids"))
-                .repartition("_sid"))
-    session = ("_sid", *SESSION)
-    earlier = Window.partitionBy(*session).orderBy("seq").rangeBetween(Window.unboundedPreceding, -1)
-    earlier_on_link = (Window.partitionBy(*session, "dir", "channel", "handle").orderBy("seq")
-                       .rangeBetween(Window.unboundedPreceding, -1))
-    linked = F.col("_transfer") & F.col("channel").isNotNull() & F.col("handle").isNotNull()
-    last_attach = F.last(F.when(F.col("_attach"), F.col("seq")), ignorenulls=True).over(earlier_on_link)
-    stepped = (relevant.withColumn("conn", F.count(F.when(F.col("_open"), 1)).over(earlier))
-               .withColumn("_link", F.when(linked, last_attach)))
+    relevant = frames.filter(is_transfer | is_settling).select(
+        sid, "seq", "t_ns", "dir", "channel", "handle", "settled", is_transfer.alias("_transfer"),
+        (F.when(is_transfer, F.col("dir")).when(F.col("role") == "sender", F.col("dir")).otherwise(other) == "out")
+        .alias("_out"),
+        F.when(is_transfer, F.array("delivery_id"))
+        .when(F.coalesce("last", "first") >= F.col("first"), F.sequence("first", F.coalesce("last", "first")))
+        .otherwise(F.array("first")).alias("ids"))
+    with_conn = (relevant.alias("f")
+                 .join(F.broadcast(opens).alias("o"), [F.col("f._sid") == F.col("o._sid"),
+                                                       *_after("f", "o", "_lo", "_hi")], "left")
+                 .select("f.*", F.coalesce(F.col("o._k"), F.lit(0)).alias("conn")))
+    on_link = [F.col("f._transfer"), *[F.col(f"f.{c}") == F.col(f"a.{c}") for c in link_key],
+               *_after("f", "a", "_lo", "_hi")]
+    linked = (with_conn.alias("f").join(F.broadcast(links).alias("a"), on_link, "left")
+              .select("f.*", F.col("a._lo").alias("_link")))
     shift = F.lit(1 << LINK_SEQ_BITS)
     first_transfer = F.min(F.when(F.col("_transfer"), F.col("seq") * shift + F.coalesce(F.col("_link") + 1, F.lit(0))))
-    per_delivery = (stepped.filter(F.col("_transfer") | F.col("_settling"))
-                    .select("*", F.explode("ids").alias("delivery_id"))
-                    .groupBy("broker", "broker_version", *session, "conn", "channel", "space", "delivery_id")
+    per_delivery = (linked.select("*", F.explode("ids").alias("delivery_id"))
+                    .groupBy("_sid", "conn", "channel", "_out", "delivery_id")
                     .agg(F.min(F.when(F.col("_transfer"), F.col("t_ns"))).alias("transfer_t_ns"),
                          first_transfer.alias("_first"),
                          F.max(F.when(F.col("_transfer"), F.coalesce("settled", F.lit(False)))).alias("presettled"),
-                         F.min(F.when(F.col("_settling"), F.col("t_ns"))).alias("disposition_t_ns"))
+                         F.min(F.when(~F.col("_transfer"), F.col("t_ns"))).alias("disposition_t_ns"))
                     .filter(F.col("transfer_t_ns").isNotNull())
-                    .withColumn("_link", F.col("_first") % shift - 1))
-    attaches = frames.filter(is_attach).select(*SESSION, F.col("seq").alias("_link"), "snd_settle_mode",
-                                               "rcv_settle_mode")
+                    .select("_sid", "transfer_t_ns", "presettled", "disposition_t_ns",
+                            (F.col("_first") % shift - 1).alias("_link")))
     settled_t = F.when(F.col("disposition_t_ns") >= F.col("transfer_t_ns"), F.col("disposition_t_ns"))
-    return (per_delivery.join(F.broadcast(attaches), [*SESSION, "_link"], "left")
+    return (per_delivery.join(F.broadcast(attaches), ["_sid", "_link"], "left")
+            .join(F.broadcast(sessions), "_sid")
             .select("broker", "broker_version", "run_id", "case_id", "expectation_set",
                     F.substring_index("case_id", "/", 1).alias("family"), "party",
                     F.coalesce(F.concat_ws("/", "snd_settle_mode", "rcv_settle_mode"), F.lit("unknown"))
