@@ -29,6 +29,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from amqp_conformance.conformance.repeat import flaky_cases
+
 CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
 
 
@@ -96,12 +98,11 @@ def main() -> int:
         same = verdicts_of(serial) == verdicts_of(parallel)
         print(line(f"rabbitmq --strict, -n {args.jobs}", parallel) + f"   same verdicts as serial: {same}")
         _, code, repeated = run_cli(["--broker", "rabbitmq", "--strict", *n, "--repeat", str(args.repeat)])
-        runs: dict[str, set[str]] = {}
-        for r in repeated:
-            runs.setdefault(f"{r['case_id']}:{r['expectation_set']}", set()).add(r["verdict"])
-        flaky = sorted(case for case, seen in runs.items() if len(seen) > 1)
+        flaky = sorted(flaky_cases(repeated, sorted({r["run_id"] for r in repeated})))
+        races = sum(1 for r in repeated if r.get("deviation_intermittent"))
         print(f"rabbitmq --strict -n {args.jobs} --repeat {args.repeat}: exit {code}, {len(flaky)} flaky"
-              + (f": {', '.join(flaky)}" if flaky else ""))
+              + (f": {', '.join(flaky)}" if flaky else "")
+              + f"; a declared intermittent race happened in {races} case runs")
 
     fail_pytest = [sys.executable, "-m", "pytest", str(CONFORMANCE), "-c", str(CONFORMANCE / "pytest.ini"),
                    "--rootdir", str(CONFORMANCE), "-q", "-p", "no:randomly", "--case-timeout", "2.0",
