@@ -7,7 +7,6 @@ recorded as an observation and judged afterwards against the row.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from amqp_conformance.peers.address import BrokerAddress
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError, ScriptedPeer
-from amqp_conformance.peers.turns import waited_s
+from amqp_conformance.peers.turns import OwnClock
 from proton import Session
 
 NOTHING = {"@present": False}
@@ -56,8 +55,7 @@ class CaseContext:
     multicast_prefix: str = "multicast."
     watch: float = 0.0  # the row's bounded watch (Case.watch): the inspecting consumer's waits last this long
     barrier: str = "none"  # the profile's absence_barrier: "drain" proves a node empty (.scripts.each_received)
-    started: float = field(default_factory=time.monotonic)  # the case's deadline is started + timeout
-    queued_before: float = field(default_factory=waited_s)  # time queued for turns (run -n) moves it on
+    clock: OwnClock = field(default_factory=OwnClock)  # the case's own time: its deadline is the time-out
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -90,8 +88,7 @@ class CaseContext:
         """The time-out less what the case has used of it (time queued for a turn under ``run -n`` not
         counted): a frame that never comes costs the case at most its time-out in all. Never less than half
         the time-out, so a slow set-up cannot shorten a wait into a false absence."""
-        spent = time.monotonic() - self.started - (waited_s() - self.queued_before)
-        return max(self.timeout / 2, min(self.timeout, self.timeout - spent))
+        return max(self.timeout / 2, min(self.timeout, self.timeout - self.clock.elapsed()))
 
     def frames(self) -> list[tuple[str, Frame]]:
         """Every captured frame of every peer, as (peer label, frame), merged in time order."""

@@ -52,10 +52,9 @@ def report_flaky(results: list[dict], run_ids: list[str]) -> dict[str, dict[str,
     flaky = flaky_cases(results, run_ids)
     cases = len(verdicts_by_case([r for r in results if r.get("run_id") in run_ids]))
     print(f"repeat: {len(run_ids)} runs of {cases} cases, {len(flaky)} flaky")
-    for case, counts in sorted(flaky.items()):
-        shown = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
-        print(f"  FLAKY {case}: {shown} over {len(run_ids)} runs")
-    for case, counts in sorted(intermittent_cases(results, run_ids).items()):
-        shown = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
-        print(f"  intermittent (a race the profile declares): {case}: {shown} over {len(run_ids)} runs")
+    for label, cases in (("FLAKY", flaky),
+                         ("intermittent (a race the profile declares):", intermittent_cases(results, run_ids))):
+        for case, counts in sorted(cases.items()):
+            shown = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+            print(f"  {label} {case}: {shown} over {len(run_ids)} runs")
     return flaky

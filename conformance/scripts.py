@@ -124,17 +124,17 @@ def drained(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> Iterato
     credit is gone with fewer messages than asked for, there is no more; a round that used the whole credit
     asks again. A broker that leaves the drain unanswered costs the time-out, and what arrived by then is
     what it had. Each message is accepted and settled once the caller has read it."""
+    def next_or_drained() -> bool:
+        current = receiver.current
+        if current is not None and current.partial:
+            return False  # a message whose last frames are still coming (its first used the credit)
+        return (current is not None and current.readable) or receiver.credit == 0
+
     receiver.drain(max(0, DRAIN_CREDIT - receiver.credit))  # the credit already granted, topped up, drain set
     while True:
         asked = receiver.credit
         got = 0
         while True:
-            def next_or_drained() -> bool:
-                current = receiver.current
-                if current is not None and current.partial:
-                    return False  # a message whose last frames are still coming (its first used the credit)
-                return (current is not None and current.readable) or receiver.credit == 0
-
             peer.pump(next_or_drained, ctx.timeout, receiver)
             current = receiver.current
             if current is None or not current.readable or current.partial:

@@ -29,7 +29,7 @@ from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
-from .turns import shared, waited_s, waiting
+from .turns import OwnClock, shared, waiting
 
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
@@ -192,10 +192,9 @@ class ScriptedPeer:
         """
         if self._sock is None:
             raise PeerError("the peer is not connected")
-        started = time.monotonic()
-        floor = started + self.min_watch
-        deadline = max(started + (self.timeout if timeout is None else timeout), floor)
-        queued_before = waited_s()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
+        clock = OwnClock()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
+        floor = clock.started + self.min_watch
+        budget = max(self.timeout if timeout is None else timeout, self.min_watch)
         self.went_idle = False
         self.cut_short = None
         while True:
@@ -205,7 +204,7 @@ class ScriptedPeer:
             self._flush()
             if until is not None and until():
                 return True
-            remaining = deadline + (waited_s() - queued_before) - time.monotonic()
+            remaining = budget - clock.elapsed()
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
             if on is not None and time.monotonic() >= floor:

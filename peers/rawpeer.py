@@ -21,7 +21,7 @@ from .frames import Frame, FrameSplitter, FramingError, redact_frame
 from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, wait_readable, watch_socket
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
-from .turns import shared, waited_s
+from .turns import OwnClock, shared
 
 
 class _RawInput:
@@ -144,12 +144,12 @@ class RawSocket:
 
     def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        queued_before = waited_s()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
+        budget = self.timeout if timeout is None else timeout
+        clock = OwnClock()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
         while self._sock is not None:
             if until is not None and until():
                 return True
-            remaining = deadline + (waited_s() - queued_before) - time.monotonic()
+            remaining = budget - clock.elapsed()
             if remaining <= 0 or self.eof:
                 break
             readiness = wait_readable(self._sock, self._watch, remaining)

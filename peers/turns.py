@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -105,6 +106,21 @@ class Turns:
 TURNS = Turns()
 waiting = TURNS.waiting
 waited_s = TURNS.waited_s
+
+
+@dataclass
+class OwnClock:
+    """A case thread's own time since the clock was made: wall time less what the thread spent queued for a
+    turn since (``run -n``), so queueing behind its neighbours never counts as the broker's time to answer."""
+
+    started: float = field(default_factory=time.monotonic)
+    queued_before: float = field(default_factory=waited_s)
+
+    def elapsed(self) -> float:
+        """Seconds of this thread's own time (waits and work) since :attr:`started`."""
+        return time.monotonic() - self.started - (waited_s() - self.queued_before)
+
+
 SHARE_EVERY = 256  # frames encoded or decoded in one go between hand-overs (:func:`shared`)
 
 
