@@ -142,10 +142,15 @@ def generate(spark, warehouse: str, brokers: int, versions: int, cases: int, run
     return n, n * per_case
 
 
+# The records' format the JSON lines are exported in: 2 since frame records carry key_fields.
+EXPORT_FORMAT = 2
+
+
 def export_jsonl(spark, warehouse: str, run_dir: Path) -> None:
     """Write the warehouse back out as one run directory of JSON lines, in the records' own format
     (``results.jsonl`` and ``frames.jsonl`` as directories of part files), for timing ingest."""
     from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, read_table
+    from amqp_conformance.reports.records import KEY_FIELDS
     from pyspark.sql import functions as F  # noqa: N812
 
     results = read_table(spark, warehouse, RESULTS)
@@ -162,11 +167,14 @@ def export_jsonl(spark, warehouse: str, run_dir: Path) -> None:
         .alias("started_at")))
     results.select(line.alias("value")).write.mode("overwrite").text(str(run_dir / "results.jsonl"))
     frames = read_table(spark, warehouse, FRAMES)
+    # as reports/records.py frame_record writes them: key_fields holds the typed columns, nulls left out
+    key_fields = F.to_json(F.struct(*[name for name, _, _ in KEY_FIELDS]))
     frame_line = F.format_string(
         '{"run_id": "%s", "case_id": "%s", "expectation_set": "%s", "seq": %d, "t_ns": %d, "party": "%s", '
-        '"dir": "%s", "channel": %d, "performative": "%s", "fields": %s, "payload_len": %d, "raw_hex": "%s"}',
+        '"dir": "%s", "channel": %d, "performative": "%s", "fields": %s, "payload_len": %d, "raw_hex": "%s", '
+        '"key_fields": %s}',
         "run_id", "case_id", "expectation_set", "seq", "t_ns", "party", "dir", "channel", "performative", "fields",
-        "payload_len", "raw_hex")
+        "payload_len", "raw_hex", key_fields)
     frames.select(frame_line.alias("value")).write.mode("overwrite").text(str(run_dir / "frames.jsonl"))
 
 
@@ -416,14 +424,19 @@ def main() -> int:
             warehouse = str(work / size / "warehouse")
             done_marker = work / size / "generated.json"
             start = time.perf_counter()
-            if args.reuse and done_marker.exists():
-                n_results, n_frames = json.loads(done_marker.read_text())
-            else:
+            marker = json.loads(done_marker.read_text()) if args.reuse and done_marker.exists() else None
+            if isinstance(marker, list):  # written before the export had a format number
+                marker = {"results": marker[0], "frames": marker[1], "export_format": 1}
+            if marker is None:
                 spark = spark or spark_session(conf={"spark.driver.memory": "2g"})
-                n_results, n_frames = generate(spark, warehouse, brokers, versions, cases, runs, frames)
-                if args.ingest:
-                    export_jsonl(spark, warehouse, work / size / "jsonl-run")
-                done_marker.write_text(json.dumps([n_results, n_frames]))
+                marker = dict(zip(("results", "frames"), generate(spark, warehouse, brokers, versions, cases, runs,
+                                                                  frames), strict=True), export_format=None)
+            if args.ingest and marker["export_format"] != EXPORT_FORMAT:
+                spark = spark or spark_session(conf={"spark.driver.memory": "2g"})
+                export_jsonl(spark, warehouse, work / size / "jsonl-run")
+                marker["export_format"] = EXPORT_FORMAT
+            done_marker.write_text(json.dumps(marker))
+            n_results, n_frames = marker["results"], marker["frames"]
             generated = time.perf_counter() - start
             ingested = None
             if args.ingest:

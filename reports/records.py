@@ -27,12 +27,47 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
+# The frame fields the results pipeline keys and settles deliveries by: (name in a record's ``key_fields``
+# and in the warehouse's frames table, path in the frame's ``fields``, JSON type). reports/pipeline/schema.py
+# builds its Spark schemas from this table.
+KEY_FIELDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("handle", ("handle",), "long"), ("delivery_id", ("delivery-id",), "long"),
+    ("settled", ("settled",), "boolean"), ("role", ("role",), "string"),
+    ("first", ("first",), "long"), ("last", ("last",), "long"),
+    ("snd_settle_mode", ("snd-settle-mode",), "string"), ("rcv_settle_mode", ("rcv-settle-mode",), "string"),
+    ("state", ("state", "@type"), "string"),
+)
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"long": (int,), "boolean": (bool,), "string": (str,)}
+LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def key_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`KEY_FIELDS` of a frame's ``fields`` (as :func:`to_jsonable` gives them), flat and named as
+    the warehouse names them; a field that is absent, or not of its type (a raw frame may carry anything),
+    is left out, so a reader with the typed schema never finds a value it cannot read."""
+    found: dict[str, Any] = {}
+    for name, path, kind in KEY_FIELDS:
+        value: Any = fields
+        for step in path:
+            value = value.get(step) if isinstance(value, dict) else None
+        if not isinstance(value, _JSON_TYPES[kind]) or (kind == "long" and isinstance(value, bool)):
+            continue
+        if kind == "long" and not LONG_MIN <= value <= LONG_MAX:  # (a range's `in` walks it for int subclasses)
+            continue
+        found[name] = int(value) if kind == "long" else value  # proton's uint, ulong: int subclasses
+    return found
+
+
 def frame_record(run_id: str, case_id: str, expectation_set: str, seq: int, party: str, frame: Frame) -> dict:
-    """The ``frames.jsonl`` record of one captured frame."""
+    """The ``frames.jsonl`` record of one captured frame: where it was captured, its performative and
+    ``fields``, its bytes, and ``key_fields`` (see :func:`key_fields`; a copy of some of ``fields`` that
+    ingest reads typed in the same parse as the line instead of parsing ``fields`` a second time)."""
+    fields = to_jsonable(frame.fields)
     return {
         "run_id": run_id, "case_id": case_id, "expectation_set": expectation_set, "seq": seq, "t_ns": frame.t_ns,
         "party": party, "dir": frame.direction, "channel": frame.channel, "performative": frame.performative,
-        "fields": to_jsonable(frame.fields), "payload_len": frame.payload_len, "raw_hex": frame.raw.hex(),
+        "fields": fields, "payload_len": frame.payload_len, "raw_hex": frame.raw.hex(),
+        "key_fields": key_fields(fields) if isinstance(fields, dict) else {},
     }
 
 

@@ -2,14 +2,17 @@
 
 ``results.jsonl``: one object a case run; ``frames.jsonl``: one object a captured frame. Values whose
 shape varies (``expected``, ``observed``, a frame's ``fields``) are kept as their JSON text; the frame
-fields the pipeline computes with are parsed once more with :data:`FRAME_FIELDS` into typed columns.
+fields the pipeline computes with come typed from the record's ``key_fields`` (:data:`KEY_FIELDS_STRUCT`),
+or, for records written before it had them, from ``fields`` parsed once more with :data:`FRAME_FIELDS`.
 """
 
 from __future__ import annotations
 
+from amqp_conformance.reports.records import KEY_FIELDS
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     DateType,
     DoubleType,
     LongType,
@@ -24,6 +27,20 @@ CORRUPT = "_corrupt_record"
 
 def _struct(*fields: tuple[str, object]) -> StructType:
     return StructType([StructField(name, kind, True) for name, kind in fields])
+
+
+_SPARK_TYPES: dict[str, DataType] = {"long": LongType(), "boolean": BooleanType(), "string": StringType()}
+
+
+def _nested(paths: list[tuple[tuple[str, ...], DataType]]) -> StructType:
+    """A struct holding each path (``("state", "@type")`` is field ``@type`` of struct field ``state``)."""
+    fields: dict[str, object] = {}
+    for path, kind in paths:
+        if len(path) == 1:
+            fields[path[0]] = kind
+        else:
+            fields.setdefault(path[0], []).append((path[1:], kind))
+    return _struct(*[(name, _nested(kind) if isinstance(kind, list) else kind) for name, kind in fields.items()])
 
 
 # One line of results.jsonl (reports/records.py RunRecorder.record; fields from fixtures/execution.py).
@@ -45,17 +62,15 @@ FRAME_LINE = _struct(
     ("run_id", StringType()), ("case_id", StringType()), ("expectation_set", StringType()),
     ("seq", LongType()), ("t_ns", LongType()), ("party", StringType()), ("dir", StringType()),
     ("channel", LongType()), ("performative", StringType()), ("fields", StringType()),
-    ("payload_len", LongType()), ("raw_hex", StringType()), (CORRUPT, StringType()),
+    ("payload_len", LongType()), ("raw_hex", StringType()),
+    ("key_fields", _struct(*[(name, _SPARK_TYPES[kind]) for name, _, kind in KEY_FIELDS])),
+    (CORRUPT, StringType()),
 )
 FRAME_REQUIRED = ("run_id", "case_id", "expectation_set", "seq", "t_ns", "dir", "performative")
 
-# The performative fields the transforms use (names as peers/amqp_types.py spells them).
-FRAME_FIELDS = _struct(
-    ("handle", LongType()), ("delivery-id", LongType()), ("settled", BooleanType()), ("more", BooleanType()),
-    ("role", StringType()), ("first", LongType()), ("last", LongType()),
-    ("snd-settle-mode", StringType()), ("rcv-settle-mode", StringType()),
-    ("state", _struct(("@type", StringType()))),
-)
+# The key fields as they sit in a frame's ``fields`` (names as peers/amqp_types.py spells them), for records
+# without ``key_fields``.
+FRAME_FIELDS = _nested([(path, _SPARK_TYPES[kind]) for _, path, kind in KEY_FIELDS])
 
 # The warehouse tables (Parquet, partitioned by broker, run_date, run_id).
 PARTITIONS = ("broker", "run_date", "run_id")
@@ -76,7 +91,5 @@ FRAMES_TABLE = _struct(
     ("seq", LongType()), ("t_ns", LongType()), ("party", StringType()), ("dir", StringType()),
     ("channel", LongType()), ("performative", StringType()), ("fields", StringType()),
     ("payload_len", LongType()), ("raw_hex", StringType()),
-    ("handle", LongType()), ("delivery_id", LongType()), ("settled", BooleanType()), ("role", StringType()),
-    ("first", LongType()), ("last", LongType()), ("snd_settle_mode", StringType()),
-    ("rcv_settle_mode", StringType()), ("state", StringType()),
+    *[(name, _SPARK_TYPES[kind]) for name, _, kind in KEY_FIELDS],
 )
