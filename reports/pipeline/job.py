@@ -3,16 +3,20 @@ separate functions; this module only strings them together."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from amqp_conformance.reports.matrix import MatrixReport, write_matrix
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from . import load, plots, transforms
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -24,17 +28,33 @@ class ReportSummary:
     regressions: list[dict] = field(default_factory=list)
 
 
+FRAMES_POOL = "frames"
+
+
+def _in_pool(spark: SparkSession, pool: str, work: Callable[..., T], *args: object) -> T:
+    """``work(*args)`` with this thread's Spark jobs in scheduler pool ``pool``: under the fair scheduler
+    (:data:`.sizing.PLAN_CONF`) the two threads' jobs share the cores, so the small jobs over the results
+    are not queued behind every task of the big job over the frames."""
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+    try:
+        return work(*args)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
+
+
 def run_report(results: DataFrame, frames: DataFrame | None, out_dir: Path, runs: list[str] | None = None,
                max_logs: int = 500, notes: list[str] | None = None) -> ReportSummary:
     """Compute the matrix, regressions, flaky cases, latencies and stale deviations of ``results`` (and
     ``frames``, for latencies and frame logs) and write every report file into ``out_dir``.
 
-    The latencies, the one job over the frames, run in a thread of their own while the small jobs over the
-    results run beside them: the driver plans and schedules those while the frames job keeps the cores busy.
+    The latencies, the one job over the frames, run in a thread (and scheduler pool, :data:`FRAMES_POOL`) of
+    their own while the small jobs over the results run beside them: the driver plans and schedules those
+    while the frames job keeps the cores busy, and under the fair scheduler they get cores between its tasks.
     """
     with ThreadPoolExecutor(max_workers=1) as background:
         latency = None if frames is None else background.submit(
-            load.collect, transforms.settlement_latency(transforms.deliveries(frames)), transforms.LATENCY_BY)
+            _in_pool, results.sparkSession, FRAMES_POOL, load.collect,
+            transforms.settlement_latency(transforms.deliveries(frames)), transforms.LATENCY_BY)
         results = results.persist(StorageLevel.MEMORY_AND_DISK)
         matrix = transforms.compliance_matrix(results).persist(StorageLevel.MEMORY_AND_DISK)
         cells = load.collect(matrix, ("broker", "broker_version", "table", "case_id", "expectation_set"))

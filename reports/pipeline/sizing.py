@@ -29,7 +29,8 @@ MAX_HEAP_SHARE = 0.25            # never more than this share of the machine's m
 # groups to a sort that spilled; the value counts of a task's share of the deliveries fit the heap.
 PLAN_CONF = {"spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
              "spark.sql.adaptive.advisoryPartitionSizeInBytes": "4m",
-             "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "4096"}
+             "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "4096",
+             "spark.scheduler.mode": "FAIR"}
 
 
 def input_bytes(paths: Iterable[str]) -> int | None:

@@ -180,7 +180,9 @@ def deliveries(frames: DataFrame) -> DataFrame:
              .select(sid, *SESSION_KEY, F.when(is_open, "open").when(is_attach, "attach").alias("kind"),
                      *[F.when(marked, F.col(name)).alias(name)
                        for name in ("seq", "dir", "channel", "handle", "snd_settle_mode", "rcv_settle_mode")])
-             .distinct().cache())  # read four ways below; cached, the frames are scanned for it once
+             # cached (read four ways below, the frames scanned once) and partitioned by _sid, so the windows
+             # and the distinct below, all keyed by _sid first, need no shuffle of their own
+             .distinct().repartition("_sid").cache())
     per_sid = F.count(F.lit(1)).over(Window.partitionBy("_sid"))
     sessions = (marks.select("_sid", *SESSION_KEY).distinct().withColumn("_n", per_sid)
                 .filter(F.when(F.col("_n") > 1, F.raise_error(F.lit("two sessions hash to one _sid: their "
