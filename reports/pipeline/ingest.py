@@ -226,21 +226,27 @@ def results_table(parsed: DataFrame) -> DataFrame:
     return flat.withColumn("run_date", F.to_date("run_started"))
 
 
-def key_columns() -> list[Column]:
-    """The typed key-field columns of a parsed frame record ``r`` (warehouse names, :data:`KEY_FIELDS`): from
-    its ``key_fields`` when it has them, else from its ``fields`` text parsed once more (records written
-    before frames carried ``key_fields``). The second parse runs only for such records."""
-    parsed = F.from_json("r.fields", FRAME_FIELDS)
+def with_key_fields(flat: DataFrame) -> DataFrame:
+    """``flat`` (a frame record's columns, with its ``key_fields`` and ``fields``) with the typed key-field
+    columns (warehouse names, :data:`KEY_FIELDS`) in place of ``key_fields``: a record's own ``key_fields``,
+    or, for records written before frames carried them, its ``fields`` text parsed once more.
+
+    Three projections, which the optimizer keeps apart since each column they make is read several times
+    by the next: the second parse, for those records only (a parse inside a conditional is never shared, so
+    reading its fields in the same projection would parse once per field); one struct of the key fields
+    from either source; its fields as columns."""
+    parsed = F.when(F.col("key_fields").isNull(), F.from_json("fields", FRAME_FIELDS)).alias("_f")
 
     def at(path: tuple[str, ...]) -> Column:
-        column = parsed
+        column = F.col("_f")
         for step in path:
             column = column.getField(step)
         return column
 
     from_fields = F.struct(*[at(path).alias(name) for name, path, _ in KEY_FIELDS])
-    typed = F.when(F.col("r.key_fields").isNotNull(), F.col("r.key_fields")).otherwise(from_fields)
-    return [typed.getField(name).alias(name) for name, _, _ in KEY_FIELDS]
+    keys = F.coalesce(F.col("key_fields"), from_fields).alias("_k")
+    return (flat.select("*", parsed).select("*", keys).drop("_f", "key_fields")
+            .select("*", *[F.col(f"_k.{name}").alias(name) for name, _, _ in KEY_FIELDS]).drop("_k"))
 
 
 def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
@@ -250,8 +256,8 @@ def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
     good = parsed.filter(F.col("problem").isNull())
     flat = good.select(
         "file", "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
-        "r.performative", "r.fields", "r.payload_len", "r.raw_hex", *key_columns())
-    return flat.join(F.broadcast(runs), ["file", "run_id"], "left")
+        "r.performative", "r.fields", "r.payload_len", "r.raw_hex", "r.key_fields")
+    return with_key_fields(flat).join(F.broadcast(runs), ["file", "run_id"], "left")
 
 
 @dataclass(frozen=True)
