@@ -52,7 +52,7 @@ def key_fields(fields: dict[str, Any]) -> dict[str, Any]:
             value = value.get(step) if isinstance(value, dict) else None
         if not isinstance(value, _JSON_TYPES[kind]) or (kind == "long" and isinstance(value, bool)):
             continue
-        if kind == "long" and not LONG_MIN <= value <= LONG_MAX:  # (a range's `in` walks it for int subclasses)
+        if kind == "long" and not LONG_MIN <= value <= LONG_MAX:
             continue
         found[name] = int(value) if kind == "long" else value  # proton's uint, ulong: int subclasses
     return found

@@ -2,8 +2,9 @@
 
 ``results.jsonl``: one object a case run; ``frames.jsonl``: one object a captured frame. Values whose
 shape varies (``expected``, ``observed``, a frame's ``fields``) are kept as their JSON text; the frame
-fields the pipeline computes with come typed from the record's ``key_fields`` (:data:`KEY_FIELDS_STRUCT`),
-or, for records written before it had them, from ``fields`` parsed once more with :data:`FRAME_FIELDS`.
+fields the pipeline computes with come typed from the record's ``key_fields`` (in :data:`FRAME_LINE`, built
+from :data:`~amqp_conformance.reports.records.KEY_FIELDS`), or, for records written before those, from
+``fields`` parsed once more with :data:`FRAME_FIELDS`.
 """
 
 from __future__ import annotations
