@@ -25,7 +25,10 @@ _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") 
 
 
 def enable(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp what ``sock`` receives; True when it will (a plain TCP socket on Linux)."""
+    """Ask the kernel to stamp what ``sock`` receives; True when it will (a plain TCP socket on Linux).
+
+    When no socket on the machine had asked before, Linux turns stamping on a moment later (a deferred work
+    item); a packet that arrives before then carries no stamp and is timed when it is read."""
     if SO_TIMESTAMPNS is None or not _ANCILLARY or type(sock) is not socket.socket:
         return False
     try:

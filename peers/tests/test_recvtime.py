@@ -11,12 +11,26 @@ from amqp_conformance.peers.frames import FrameSplitter
 EMPTY_FRAME = bytes.fromhex("0000000802000000")
 
 
+def _until_the_kernel_stamps(server: socket.socket, client: socket.socket) -> None:
+    """Linux turns receive stamping on for the whole stack in a deferred work item when the first socket
+    asks (net_enable_timestamp), so packets that arrive before it runs carry no stamp and are timed when
+    read: wait until one read 20 ms late carries the time it arrived."""
+    for _ in range(100):
+        server.sendall(EMPTY_FRAME)
+        time.sleep(0.02)
+        _, arrived = recvtime.recv_stamped(client, 64)
+        if time.monotonic_ns() - arrived >= 15_000_000:
+            return
+    raise AssertionError("the kernel never stamped a received packet within 2 s")
+
+
 def test_bytes_read_late_carry_the_time_they_arrived():
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
     server, _ = listener.accept()
     try:
         assert recvtime.enable(client)
+        _until_the_kernel_stamps(server, client)
         server.sendall(EMPTY_FRAME)
         sent = time.monotonic_ns()
         time.sleep(1.0)  # the loop is busy elsewhere: the bytes wait in the kernel
