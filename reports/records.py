@@ -67,7 +67,7 @@ def frame_record(run_id: str, case_id: str, expectation_set: str, seq: int, part
         "run_id": run_id, "case_id": case_id, "expectation_set": expectation_set, "seq": seq, "t_ns": frame.t_ns,
         "party": party, "dir": frame.direction, "channel": frame.channel, "performative": frame.performative,
         "fields": fields, "payload_len": frame.payload_len, "raw_hex": frame.raw.hex(),
-        "key_fields": key_fields(fields) if isinstance(fields, dict) else {},
+        "key_fields": key_fields(fields),
     }
 
 

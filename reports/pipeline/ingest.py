@@ -121,10 +121,14 @@ def run_files(spark: SparkSession, run_dirs: Sequence[str]) -> tuple[list[str], 
     return results, frames
 
 
+# the tail of a records file's name below its run directory: RUN/frames.jsonl, or RUN/frames.jsonl/part-0
+RECORDS_FILE_TAIL = r"/(results|frames)\.jsonl(/.*)?$"
+
+
 def run_dir_of(file: str) -> Column:
     """The run directory of a records file: ``RUN/results.jsonl`` -> ``RUN``; also when ``results.jsonl`` is a
     directory of part files, as Spark and other bulk writers produce (``RUN/frames.jsonl/part-0``)."""
-    return F.regexp_replace(file, r"/(results|frames)\.jsonl(/.*)?$", "")
+    return F.regexp_replace(file, RECORDS_FILE_TAIL, "")
 
 
 def read_lines(spark: SparkSession, files: Sequence[str], schema: StructType | None = None) -> DataFrame:
@@ -196,9 +200,8 @@ def line_numbers(lines: DataFrame, bad: DataFrame) -> DataFrame:
 
 
 def _collect_malformed(lines: DataFrame, parsed: DataFrame) -> list[Malformed]:
+    """The malformed lines of ``parsed`` with their line numbers; called once a count has found some."""
     bad = parsed.filter(F.col("problem").isNotNull()).select("file", "pid", "rid", "value", "problem")
-    if bad.isEmpty():
-        return []
     rows = line_numbers(lines, bad).orderBy("file", "line").collect()
     return [Malformed(r["file"], int(r["line"]), r["problem"], r["value"][:SHOWN_LINE]) for r in rows]
 
@@ -276,7 +279,7 @@ def runs_by_file(spark: SparkSession, files: Sequence[str], runs: Sequence[RunOf
     """``runs`` keyed by each file Spark reads for ``files`` (a records file, or each part file of a records
     directory): ``file`` as ``input_file_name()`` spells it, ``run_id``, ``broker``, ``broker_version``,
     ``run_date``. Small (one row per file and run of its directory), so it is built here, not by a join."""
-    pattern = re.compile(r"/(results|frames)\.jsonl(/.*)?$")
+    pattern = re.compile(RECORDS_FILE_TAIL)
     by_dir: dict[str, list[RunOfFrames]] = {}
     for run in runs:
         by_dir.setdefault(run.frames_dir, []).append(run)
