@@ -220,7 +220,8 @@ def results_table(parsed: DataFrame) -> DataFrame:
         F.col("r.broker.launcher").alias("broker_launcher"), F.col("r.broker.url").alias("broker_url"),
         "r.expectation_set", "r.verdict", "r.expected", "r.observed", "r.reason",
         F.coalesce("r.mismatches", F.array().cast("array<string>")).alias("mismatches"),
-        F.coalesce("r.stale_deviation", F.lit(False)).alias("stale_deviation"), "r.duration_ms",
+        F.coalesce("r.stale_deviation", F.lit(False)).alias("stale_deviation"),
+        F.coalesce("r.deviation_intermittent", F.lit(False)).alias("deviation_intermittent"), "r.duration_ms",
         F.expr("try_cast(r.started_at AS TIMESTAMP)").alias("started_at"))
     from_id = F.expr("try_to_timestamp(substring(run_id, 1, 16), \"yyyyMMdd'T'HHmmss'Z'\")")
     run = Window.partitionBy("run_id")

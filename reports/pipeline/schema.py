@@ -53,8 +53,8 @@ RESULT_LINE = _struct(
     ("expectation_set", StringType()), ("verdict", StringType()),
     ("expected", StringType()), ("observed", StringType()), ("reason", StringType()),
     ("mismatches", ArrayType(StringType())), ("info", ArrayType(StringType())),
-    ("stale_deviation", BooleanType()), ("duration_ms", DoubleType()), ("started_at", StringType()),
-    (CORRUPT, StringType()),
+    ("stale_deviation", BooleanType()), ("deviation_intermittent", BooleanType()), ("duration_ms", DoubleType()),
+    ("started_at", StringType()), (CORRUPT, StringType()),
 )
 RESULT_REQUIRED = ("run_id", "case_id", "expectation_set", "verdict")
 
@@ -82,8 +82,10 @@ RESULTS_TABLE = _struct(
     ("broker", StringType()), ("broker_version", StringType()), ("broker_launcher", StringType()),
     ("broker_url", StringType()), ("expectation_set", StringType()), ("verdict", StringType()),
     ("expected", StringType()), ("observed", StringType()), ("reason", StringType()),
-    ("mismatches", ArrayType(StringType())), ("stale_deviation", BooleanType()), ("duration_ms", DoubleType()),
-    ("started_at", TimestampType()), ("run_started", TimestampType()), ("run_date", DateType()),
+    ("mismatches", ArrayType(StringType())), ("stale_deviation", BooleanType()),
+    # a NON-STRICT from a deviation the profile declares intermittent; null in warehouses written before it
+    ("deviation_intermittent", BooleanType()), ("duration_ms", DoubleType()), ("started_at", TimestampType()),
+    ("run_started", TimestampType()), ("run_date", DateType()),
 )
 
 FRAMES_TABLE = _struct(

@@ -18,14 +18,16 @@ def local_spark() -> SparkSession:
 
 def result_row(run_id: str, case_id: str, verdict: str, *, broker: str = "b", version: str = "1.0",
                expectation_set: str = "core", started: str = "2026-01-01T00:00:00", stale: bool = False,
-               reason: str = "") -> dict[str, Any]:
-    """A row of the warehouse ``results`` table with everything else defaulted."""
+               reason: str = "", intermittent: bool | None = False) -> dict[str, Any]:
+    """A row of the warehouse ``results`` table with everything else defaulted (``intermittent``: the
+    record's ``deviation_intermittent``; None as in a warehouse written before that column)."""
     started_at = dt.datetime.fromisoformat(started)
     return {"run_id": run_id, "case_id": case_id, "table": case_id.split("/")[0], "source_document": "doc.txt",
             "source_heading": "Heading", "source_row": case_id.split("/")[-1], "broker": broker,
             "broker_version": version, "broker_launcher": "embedded", "broker_url": "amqp://127.0.0.1:1",
             "expectation_set": expectation_set, "verdict": verdict, "expected": "{}", "observed": "{}",
-            "reason": reason, "mismatches": [], "stale_deviation": stale, "duration_ms": 1.0,
+            "reason": reason, "mismatches": [], "stale_deviation": stale,
+            "deviation_intermittent": intermittent, "duration_ms": 1.0,
             "started_at": started_at, "run_started": started_at, "run_date": started_at.date()}
 
 
