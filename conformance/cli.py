@@ -18,6 +18,7 @@ from amqp_conformance.conformance.catalogue import TableError, load_catalogue
 from amqp_conformance.conformance.repeat import repeat_run_ids, report_flaky
 from amqp_conformance.conformance.selftest import SelftestUsage
 from amqp_conformance.fixtures.baseline import BaselineUsage
+from amqp_conformance.fixtures.broker_status import STRICT_HELP, stale_blocks
 from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
 from amqp_conformance.fixtures.verdict import Verdict
@@ -95,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "instead of ending a wait once the broker is provably idle")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
     run.add_argument("--strict", action="store_true",
-                     help="exit 1 also when a deviation the profile declares no longer occurs (stale)")
+                     help=STRICT_HELP)
     run.add_argument("--ca", help="amqps: PEM file of the CA(s) to verify the broker's certificate by")
     run.add_argument("--cert", help="amqps: PEM client certificate to present (SASL EXTERNAL)")
     run.add_argument("--key", help="amqps: PEM private key of --cert (if not in the same file)")
@@ -207,14 +208,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and not results:
         return 2
     write_run_reports(results, not_applicable, out, Path(args.junit) if args.junit else None)
-    from amqp_conformance.fixtures.broker_status import stale_deviations
-
-    stale = stale_deviations(results)
-    if stale and args.strict:
-        print(f"--strict: exit 1: {len(stale)} declared deviation(s) no longer occur")
     flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
     failed = any(Verdict(r["verdict"]).blocks_release for r in results)
-    blocking = failed or bool(flaky) or (args.strict and bool(stale))
+    blocking = failed or bool(flaky) or stale_blocks(results, args.strict)
     if code == pytest.ExitCode.TESTS_FAILED and not failed:
         print("exit 1: a test failed without recording a result (a harness crash): see the pytest output above")
         blocking = True
