@@ -1,10 +1,10 @@
 """A shim built once into the cache folder, never inside the source tree.
 
 :func:`ensure_built` copies the shim's folder to ``<cache>/shims/<client>-<version>/`` (the cache folder of
-:func:`~amqp_conformance.fixtures.maven_dist.cache_root`, which honours ``$AMQP_CONFORMANCE_CACHE``) and runs its
+:func:`~amqp_conformance.peers.toolchain.cache_root`, which honours ``$AMQP_CONFORMANCE_CACHE``) and runs its
 ``build`` commands there. A marker written last holds a digest of the shim's source files: the build is made
 again only when a source changes. A second process waits on a lock file for the first
-(:func:`~amqp_conformance.fixtures.maven_dist.made_once`, as the suite's Maven builds do).
+(:func:`~amqp_conformance.peers.toolchain.made_once`, as the suite's Maven builds do).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from amqp_conformance.fixtures.maven_dist import JAVA_HINT, MVN_HINT, cache_root, made_once, say
+from amqp_conformance.peers.toolchain import JAVA_HINT, MVN_HINT, cache_root, made_once, say
 
 from .errors import ShimError, ShimUnavailable
 from .spec import ShimSpec
