@@ -95,8 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="embedded reference broker: wait out --quiet-time and --timeout as against any broker, "
                           "instead of ending a wait once the broker is provably idle")
     run.add_argument("-v", "--verbose", action="store_true", help="show pytest's line per case")
-    run.add_argument("--strict", action="store_true",
-                     help=STRICT_HELP)
+    run.add_argument("--strict", action="store_true", help=STRICT_HELP)
     run.add_argument("--ca", help="amqps: PEM file of the CA(s) to verify the broker's certificate by")
     run.add_argument("--cert", help="amqps: PEM client certificate to present (SASL EXTERNAL)")
     run.add_argument("--key", help="amqps: PEM private key of --cert (if not in the same file)")
@@ -208,9 +207,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and not results:
         return 2
     write_run_reports(results, not_applicable, out, Path(args.junit) if args.junit else None)
+    stale = stale_blocks(results, args.strict)  # said whatever else fails the run
     flaky = report_flaky(results, run_ids) if len(run_ids) > 1 else {}
     failed = any(Verdict(r["verdict"]).blocks_release for r in results)
-    blocking = failed or bool(flaky) or stale_blocks(results, args.strict)
+    blocking = failed or bool(flaky) or stale
     if code == pytest.ExitCode.TESTS_FAILED and not failed:
         print("exit 1: a test failed without recording a result (a harness crash): see the pytest output above")
         blocking = True
