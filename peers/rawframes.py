@@ -20,7 +20,9 @@ specification. A frame specification is a dict (a TOML inline table):
 
 Strings starting with ``$`` are placeholders resolved from a :class:`RawContext` (``$channel``, ``$handle``,
 ``$delivery-id``: the next delivery-id of the session, taken once per use, ``$tag``: a fresh delivery tag,
-``$credit``: the link credit the broker granted, ``$node``: the case's node address, ``$max-frame-size``,
+``$credit``: the link credit the broker granted, ``$node``: the case's node address, ``$container-id``: a
+container-id of the case's own (a second open's, say: unique to the case run like its node, so cases side by
+side never present one container-id twice; ActiveMQ Classic refuses one that is already connected), ``$max-frame-size``,
 ``$channel-max``, ``$handle-max``; ``$<number>+1``: one more, e.g. ``$handle+1``). Nothing here is a codec: every
 value is encoded by ``proton.Data``.
 """
@@ -131,7 +133,7 @@ class RawContext:
         if key == "tag":
             return f"raw-{next(self._tags)}".encode()
         plain: dict[str, Any] = {"channel": self.channel, "handle": self.handle, "credit": self.credit,
-                                 "node": self.node, **self.limits}
+                                 "node": self.node, "container-id": f"{self.node}.again", **self.limits}
         if key in plain:
             return plain[key]
         base = key.removesuffix("+1")
