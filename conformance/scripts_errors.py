@@ -214,10 +214,12 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.pump(lambda: _first(peer.frames, after, ENDINGS) is not None,
                   wait_for(ctx, "then") if "then" in ctx.expected else 0.05)
         observed["then"] = answer_of(_first(peer.frames, after, ENDINGS))
-    if "sent" in ctx.expected:
+    if "sent" in ctx.expected or (answer is not None and answer.performative == "close"):
         # the answer was waited for above; now the quiet time more (or up to the socket's close) for anything
-        # after it: a broker may rightly keep the socket open for our close (2.4.3)
+        # after it, and, after a close, for the broker's end of the TCP connection (connection_fate.tcp): both
+        # may come late, and a broker may rightly keep the socket open for our close (2.4.3)
         peer.pump(lambda: peer.eof, ctx.quiet)
+    if "sent" in ctx.expected:
         observed["sent"] = [frame.performative for frame in peer.frames[since:] if frame.direction == "in"
                             and frame.performative not in ("socket-error", "empty")]
     if "states" in ctx.expected:
