@@ -256,6 +256,7 @@ CREATE VIEW results AS SELECT * FROM read_parquet('{wh}/results/**/*.parquet', h
 CREATE VIEW frames AS SELECT * FROM read_parquet('{wh}/frames/**/*.parquet', hive_partitioning = true);
 CREATE MACRO vrank(v) AS CASE v WHEN 'PASS' THEN 0 WHEN 'INFO' THEN 0 WHEN 'NON-STRICT' THEN 1
     WHEN 'UNSUPPORTED' THEN 1 WHEN 'ERROR' THEN 2 ELSE 3 END;
+CREATE MACRO cverdict(v, i) AS CASE WHEN v = 'NON-STRICT' AND coalesce(i, false) THEN 'PASS' ELSE v END;
 CREATE TABLE matrix AS SELECT * EXCLUDE (n) FROM (SELECT *, row_number() OVER (PARTITION BY broker, broker_version,
     case_id, expectation_set ORDER BY run_started DESC, run_id DESC) AS n FROM results) WHERE n = 1;
 CREATE TABLE summary AS SELECT broker, broker_version, expectation_set, count(*) AS cases,
@@ -266,18 +267,19 @@ CREATE TABLE summary AS SELECT broker, broker_version, expectation_set, count(*)
           / nullif(count(*) FILTER (verdict <> 'UNSUPPORTED'), 0), 1) AS compliant_pct
     FROM matrix GROUP BY ALL;
 CREATE TABLE run_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER w AS prev, lag(run_id) OVER w AS prev_run,
-    lag(broker_version) OVER w AS prev_version FROM results WINDOW w AS (PARTITION BY broker, broker_version,
+    lag(broker_version) OVER w AS prev_version, lag(cverdict(verdict, deviation_intermittent)) OVER w AS prev_c
+    FROM results WINDOW w AS (PARTITION BY broker, broker_version,
     case_id, expectation_set ORDER BY run_started, run_id))
-    WHERE prev IS NOT NULL AND vrank(verdict) > vrank(prev);
+    WHERE prev IS NOT NULL AND vrank(cverdict(verdict, deviation_intermittent)) > vrank(prev_c);
 CREATE TABLE version_regressions AS SELECT * FROM (SELECT *, lag(verdict) OVER w AS prev,
-    lag(run_id) OVER w AS prev_run, lag(broker_version) OVER w AS prev_version FROM matrix
+    lag(run_id) OVER w AS prev_run, lag(broker_version) OVER w AS prev_version,
+    lag(cverdict(verdict, deviation_intermittent)) OVER w AS prev_c FROM matrix
     WINDOW w AS (PARTITION BY broker, case_id, expectation_set
     ORDER BY list_transform(list_filter(string_split_regex(broker_version, '[^0-9]+'),
     lambda x: x <> ''), lambda x: TRY_CAST(x AS BIGINT)), broker_version))
-    WHERE prev IS NOT NULL AND vrank(verdict) > vrank(prev);
+    WHERE prev IS NOT NULL AND vrank(cverdict(verdict, deviation_intermittent)) > vrank(prev_c);
 CREATE TABLE flaky AS SELECT broker, broker_version, case_id, expectation_set, count(*) AS runs FROM results
-    GROUP BY ALL HAVING count(DISTINCT CASE WHEN verdict = 'NON-STRICT' AND coalesce(deviation_intermittent, false)
-                                          THEN 'PASS' ELSE verdict END) > 1;
+    GROUP BY ALL HAVING count(DISTINCT cverdict(verdict, deviation_intermittent)) > 1;
 CREATE TABLE stale AS SELECT * FROM matrix WHERE stale_deviation;
 CREATE TABLE latency AS
 WITH opens AS (SELECT run_id, case_id, expectation_set, party, list(seq) AS opens FROM frames

@@ -21,7 +21,8 @@ LATENCY_BY = ("broker", "settle_mode", "family")
 PERCENTILES = (0.5, 0.95, 0.99)
 
 MATRIX_COLUMNS = ("broker", "broker_version", "table", "case_id", "source_document", "source_heading",
-                  "source_row", "expectation_set", "verdict", "reason", "stale_deviation", "run_id", "run_started")
+                  "source_row", "expectation_set", "verdict", "reason", "stale_deviation", "deviation_intermittent",
+                  "run_id", "run_started")
 
 
 def verdict_rank(verdict: Column) -> Column:
@@ -80,10 +81,11 @@ REGRESSION_COLUMNS = ("broker", "kind", "case_id", "table", "expectation_set", "
 def _worse_than_previous(df: DataFrame, partition: Sequence[str], order: Sequence[Column | str],
                          kind: str) -> DataFrame:
     window = Window.partitionBy(*partition).orderBy(*order)
-    previous = {name: F.lag(name).over(window) for name in ("verdict", "run_id", "broker_version")}
+    df = df.withColumn("_c", comparable_verdict())
+    previous = {name: F.lag(name).over(window) for name in ("verdict", "_c", "run_id", "broker_version")}
     stepped = df.select("*", *[col.alias(f"_prev_{name}") for name, col in previous.items()])
     worse = stepped.filter(F.col("_prev_verdict").isNotNull()
-                           & (verdict_rank(F.col("verdict")) > verdict_rank(F.col("_prev_verdict"))))
+                           & (verdict_rank(F.col("_c")) > verdict_rank(F.col("_prev__c"))))
     return worse.select(
         "broker", F.lit(kind).alias("kind"), "case_id", "table", "expectation_set",
         F.col("_prev_broker_version").alias("from_version"), F.col("broker_version").alias("to_version"),
@@ -92,7 +94,8 @@ def _worse_than_previous(df: DataFrame, partition: Sequence[str], order: Sequenc
 
 
 def regressions(results: DataFrame) -> DataFrame:
-    """Cases whose verdict got worse (:func:`verdict_rank`) from one step to the next of a broker.
+    """Cases whose verdict got worse (:func:`verdict_rank` of :func:`comparable_verdict`: a declared
+    intermittent deviation coming and going is no regression) from one step to the next of a broker.
 
     Two kinds: ``run`` compares consecutive runs (by start) of the same broker and version; ``version``
     compares the latest verdicts (:func:`compliance_matrix`) of consecutive versions in version order.
