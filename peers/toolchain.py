@@ -1,6 +1,7 @@
 """What the suite makes on this machine once, and the tools it needs for that: the cache folder, things made
 once under a lock (broker distributions, Maven builds, client shims), their progress lines, and the install
-hints for Java and Maven. Below both ``fixtures`` (the brokers) and ``peers`` (the client shims), which use it.
+hints for Java and Maven. In ``peers``, the bottom layer, so that the client shims' builder here and the
+brokers' Maven installs in ``fixtures`` share it.
 """
 
 from __future__ import annotations

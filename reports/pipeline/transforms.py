@@ -78,14 +78,22 @@ REGRESSION_COLUMNS = ("broker", "kind", "case_id", "table", "expectation_set", "
                       "from_run_id", "to_run_id", "from_verdict", "to_verdict", "reason")
 
 
+def comparable_verdict() -> Column:
+    """A result's verdict as runs are compared (``conformance/repeat.py`` ``comparable_verdict``, the same
+    rule): a NON-STRICT from a deviation the profile declares intermittent (a race in the broker, seen in some
+    runs only) reads as the PASS of the runs where the race did not happen."""
+    intermittent = F.coalesce(F.col("deviation_intermittent"), F.lit(False))
+    return F.when((F.col("verdict") == "NON-STRICT") & intermittent, F.lit("PASS")).otherwise(F.col("verdict"))
+
+
 def _worse_than_previous(df: DataFrame, partition: Sequence[str], order: Sequence[Column | str],
                          kind: str) -> DataFrame:
     window = Window.partitionBy(*partition).orderBy(*order)
-    df = df.withColumn("_c", comparable_verdict())
-    previous = {name: F.lag(name).over(window) for name in ("verdict", "_c", "run_id", "broker_version")}
+    df = df.withColumn("_comparable", comparable_verdict())
+    previous = {name: F.lag(name).over(window) for name in ("verdict", "_comparable", "run_id", "broker_version")}
     stepped = df.select("*", *[col.alias(f"_prev_{name}") for name, col in previous.items()])
     worse = stepped.filter(F.col("_prev_verdict").isNotNull()
-                           & (verdict_rank(F.col("_c")) > verdict_rank(F.col("_prev__c"))))
+                           & (verdict_rank(F.col("_comparable")) > verdict_rank(F.col("_prev__comparable"))))
     return worse.select(
         "broker", F.lit(kind).alias("kind"), "case_id", "table", "expectation_set",
         F.col("_prev_broker_version").alias("from_version"), F.col("broker_version").alias("to_version"),
@@ -105,14 +113,6 @@ def regressions(results: DataFrame) -> DataFrame:
     latest = compliance_matrix(results).withColumn("_key", version_key("broker_version"))
     versions = _worse_than_previous(latest, ("broker", *CASE_KEY), ("_key", "broker_version"), "version")
     return runs.unionByName(versions)
-
-
-def comparable_verdict() -> Column:
-    """A result's verdict as runs are compared (``conformance/repeat.py`` ``comparable_verdict``, the same
-    rule): a NON-STRICT from a deviation the profile declares intermittent (a race in the broker, seen in some
-    runs only) reads as the PASS of the runs where the race did not happen."""
-    intermittent = F.coalesce(F.col("deviation_intermittent"), F.lit(False))
-    return F.when((F.col("verdict") == "NON-STRICT") & intermittent, F.lit("PASS")).otherwise(F.col("verdict"))
 
 
 def flaky_cases(results: DataFrame) -> DataFrame:
