@@ -18,6 +18,7 @@ from amqp_conformance.peers.frames import FRAME_TYPE_SASL, SASL_HEADER, Frame, d
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
 from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
+from amqp_conformance.peers.socket_end import await_end_after_close
 from proton import symbol, uint
 
 from .context import CaseContext, NotApplicable, SetupFailed, setup_step
@@ -214,12 +215,10 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.pump(lambda: _first(peer.frames, after, ENDINGS) is not None,
                   wait_for(ctx, "then") if "then" in ctx.expected else 0.05)
         observed["then"] = answer_of(_first(peer.frames, after, ENDINGS))
-    if "sent" in ctx.expected or (answer is not None and answer.performative == "close"):
-        # the answer was waited for above; now the quiet time more (or up to the socket's close) for anything
-        # after it, and, after a close, for the broker's end of the TCP connection (connection_fate.tcp): both
-        # may come late, and a broker may rightly keep the socket open for our close (2.4.3)
-        peer.pump(lambda: peer.eof, ctx.quiet)
     if "sent" in ctx.expected:
+        # the answer was waited for above; now the quiet time more (or up to the socket's close) for anything
+        # after it: a broker may rightly keep the socket open for our close (2.4.3)
+        peer.pump(lambda: peer.eof, ctx.quiet)
         observed["sent"] = [frame.performative for frame in peer.frames[since:] if frame.direction == "in"
                             and frame.performative not in ("socket-error", "empty")]
     if "states" in ctx.expected:
@@ -228,6 +227,9 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         _check_credit_withheld(peer, since)
     opened = _first(peer.frames, since, ("open",))
     observed["opened"] = dict(opened.fields) if opened is not None else None
+    # after the broker's close (the answer, or what came then) its end of the TCP connection may come late: the
+    # one wait for it that connection_fate shares, so both read the same end
+    await_end_after_close(peer, ctx.quiet)
     observed["socket"] = "closed" if peer.eof else "open"
     observed["alive"] = _alive(ctx, peer, raw, answer) if given["setup"] not in ("none", "sasl", "header") else None
     return observed

@@ -172,6 +172,11 @@ class ScriptedPeer:
         """Every frame captured so far on this connection, in order."""
         return self.engine.frames
 
+    @property
+    def eof(self) -> bool:
+        """True once the broker has ended the TCP connection (the end of its stream was read)."""
+        return self._eof
+
     def mark(self) -> int:
         """A position in the frame log: pass it as ``since`` to look only at frames captured after now."""
         return len(self.engine.frames)

@@ -58,7 +58,6 @@ class RawModePeer(ScriptedPeer):
     """A scripted peer whose socket can be taken away from proton for raw frames (see module docstring)."""
 
     raw = False
-    eof = property(lambda self: self._eof)
 
     def go_raw(self) -> None:
         """Write what proton has queued, then stop proton reading or writing on this socket."""
