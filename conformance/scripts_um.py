@@ -22,7 +22,7 @@ from amqp_conformance.peers.transactions import (
     dispose_transactional,
     send_transactional,
 )
-from proton import Message, Receiver, symbol
+from proton import Message, Receiver, Sender, symbol
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
 from .scripts import (
@@ -108,9 +108,12 @@ def delivered_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[Any
     return bodies
 
 
-def sent_after_detach(peer: ScriptedPeer, handle: int | None, since: int) -> list[str]:
-    """Performatives the broker sent on ``handle`` after its detach (there must be none)."""
-    frames = [f for f in peer.frames[since:] if f.direction == "in" and f.fields.get("handle") == handle]
+def sent_after_detach(peer: ScriptedPeer, attach: Frame, since: int) -> list[str]:
+    """Performatives the broker sent on the link of its ``attach`` (its channel and handle) after its detach
+    (there must be none); a later link on another session may reuse the handle."""
+    handle = broker_handle(attach)
+    frames = [f for f in peer.frames[since:]
+              if f.direction == "in" and f.channel == attach.channel and f.fields.get("handle") == handle]
     for index, frame in enumerate(frames):
         if frame.performative == "detach":
             return [f.performative for f in frames[index + 1:]]
@@ -222,7 +225,13 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     declare and discharge with their symbolic descriptors; ``txn = "undeclared"`` (``"null"``) makes the
     transactional transfers name a txn-id the broker never declared (a null txn-id);
     ``coordinator_last = "non-control"`` ends the case by sending the coordinator a message whose body is
-    neither declare nor discharge, ``coordinator_answer`` being the broker's disposition of it.
+    neither declare nor discharge, ``coordinator_answer`` being the broker's disposition of it. ``bystander``
+    attaches a second publisher to the node on the same session, after the first (so the two links differ
+    only by handle), and once the first link's fate is known sends ``b1`` on it: ``bystander`` is the
+    broker's disposition of b1 (what befell the first link must not touch it). ``reattach``: once the
+    broker has detached the first link, the peer answers the detach and, on the same connection (a new session),
+    attaches a link of the same name and sends ``r1`` with the first transfer's delivery-tag: ``reattached``
+    is the broker's disposition of r1 (a new link, and a tag free again once its delivery was settled, 2.6.12).
     """
     observed: dict[str, Any] = {}
     names = TxnNames()
@@ -241,6 +250,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     sender, attach = setup_step("attach publisher", peer.attach_sender, session, ctx.node,
                                 snd_settle_mode=given["snd_settle_mode"])
     handle = broker_handle(attach)
+    bystander = setup_step("attach the bystander publisher", peer.attach_sender, session, ctx.node)[0] \
+        if given["bystander"] else None
     attached_at = peer.mark()
     _provoke(ctx, given["provocation"])
     expected = ctx.expected.get("dispositions")
@@ -278,6 +289,14 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["dispositions_cover"] = covers
     peer.pump(lambda: detach_seen(peer, handle, attached_at) is not None, ctx.wait_for("detach"), session)
     observed["detach"] = detach_seen(peer, handle, attached_at)
+    if bystander is not None:
+        since = peer.mark()
+        _, transfer = setup_step("send b1 on the bystander link", peer.send, bystander, "b1")
+        observed["bystander"] = disposition_seen(
+            peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver"))
+    if given["reattach"] and observed["detach"] is not None:
+        observed["reattached"] = _reattach_and_send(ctx, peer, sender, b"p1" if given["transfers"][0] == "partial"
+                                                    else None)
     if coordinator is not None and given["discharge"] != "none":
         observed["visible_before_discharge"] = remaining_on_node(ctx)
         if given["discharge"] == "close":
@@ -292,7 +311,7 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                 frame = discharge(peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
                 observed["second_discharge"] = names.show(disposition_seen(frame))
     observed["stored"] = remaining_on_node(ctx)  # takes the quiet time: also the watch after the detach
-    observed["after_detach"] = sent_after_detach(peer, handle, attached_at)
+    observed["after_detach"] = sent_after_detach(peer, attach, attached_at)
     if coordinator is not None and given["coordinator_last"] == "non-control":
         since = peer.mark()
         _, transfer = setup_step("send a non-control message to the coordinator", peer.send, coordinator,
@@ -300,6 +319,20 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["coordinator_answer"] = disposition_seen(
             peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver"))
     return observed
+
+
+def _reattach_and_send(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, tag: bytes | None) -> dict | None:
+    """Answer the broker's detach of ``sender``, attach a link of its name on a new session (proton's session
+    still holds the old one's name) and send ``r1`` with ``tag``: the broker's disposition of r1."""
+    since = peer.mark()
+    sender.close()
+    setup_step("answer the broker's detach", peer.expect, "detach", since, direction="out")
+    session = setup_step("begin a second session", peer.begin)
+    again, _ = setup_step("re-attach the publisher", peer.attach_sender, session, ctx.node, name=sender.name)
+    since = peer.mark()
+    _, transfer = setup_step("send r1 on the re-attached link", peer.send, again, "r1", tag=tag)
+    return disposition_seen(peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout,
+                                                      role="receiver"))
 
 
 # -- um.transactions.subscribe --------------------------------------------------------------------------

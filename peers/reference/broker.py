@@ -82,7 +82,6 @@ class BrokerConnection:
         self.multi_frame: set[tuple[str, bytes]] = set()  # (link name, delivery tag) seen with more=true
         self._link_names: dict[tuple[int, int], str] = {}  # (channel, handle) -> link name, from attach frames
         self._current_tag: dict[tuple[int, int], bytes] = {}
-        self.refused: set[tuple[str, bytes]] = set()  # (link name, tag) answered before it was whole
         self.credit_due: list[Link] = []  # publishers' links to top up with credit at the end of the read
         self._out = bytearray()
         self.close_after_write = False
@@ -147,6 +146,11 @@ class BrokerConnection:
     def was_multi_frame(self, delivery: Delivery) -> bool:
         """True when this received delivery came (or is coming) in more than one transfer frame."""
         return (delivery.link.name, delivery_tag(delivery)) in self.multi_frame
+
+    def forget_link(self, name: str) -> None:
+        """Forget what was noted about the deliveries of the receiving link ``name``, now ended: a new link of
+        that name is a new link, and its delivery-tags are its own (2.6.12 lets a tag be reused)."""
+        self.multi_frame = {key for key in self.multi_frame if key[0] != name}
 
 
 class Broker(UmRules):
@@ -259,6 +263,8 @@ class Broker(UmRules):
         self._end_link(connection, event.link, closed=True)
 
     def _end_link(self, connection: BrokerConnection, link: Link, closed: bool) -> None:
+        if link.is_receiver:
+            connection.forget_link(link.name)
         consumer = connection.consumers.pop(link.name, None) if link.is_sender else None
         if consumer is not None:
             self._release_consumer(consumer)
@@ -292,18 +298,10 @@ class Broker(UmRules):
         if self.is_coordinator(link):
             self.on_coordinator_delivery(connection, delivery)
             return
-        key = (link.name, delivery_tag(delivery))
         if delivery.aborted:  # 004 pn_delivery_aborted / 2.6.14: discard what arrived, settle; credit is used
-            connection.refused.discard(key)
             delivery.settle()
             return
-        if key in connection.refused:
-            if not delivery.partial:  # the rest of a delivery already refused: read and forget it
-                link.recv(delivery.pending)
-                link.advance()
-                connection.refused.discard(key)
-            return
-        second_key = (id(connection), link.name, key[1])
+        second_key = (id(connection), link.name, delivery_tag(delivery))
         if second_key in self.second_pending:  # rcv-settle-mode second: we settle once the publisher has
             if delivery.settled:
                 self.second_pending.discard(second_key)
@@ -311,8 +309,9 @@ class Broker(UmRules):
             return
         multi_frame = connection.was_multi_frame(delivery)
         if multi_frame and self.policy.partial_delivery == "reject":
-            # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal
-            connection.refused.add(key)
+            # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal. The
+            # rest of the delivery never reaches here: the link is detached with an error, so the guard ends the
+            # session on any later transfer on it (errant-link, 2.8.16)
             error = self.condition("amqp:not-implemented", "multi-frame transfers are not supported")
             self.refuse_delivery(link, delivery, error)
             return
