@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ScriptedPeer
+from amqp_conformance.peers.peer import ExpectationFailed, PeerError, ScriptedPeer
 from amqp_conformance.peers.sections import message_sections
 from amqp_conformance.peers.transactions import (
     attach_coordinator,
@@ -232,6 +232,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     broker has detached the first link, the peer answers the detach and, on the same connection (a new session),
     attaches a link of the same name and sends ``r1`` with the first transfer's delivery-tag: ``reattached``
     is the broker's disposition of r1 (a new link, and a tag free again once its delivery was settled, 2.6.12).
+    ``many_transactions`` first runs empty transactions on the coordinator link (:func:`_many_transactions`):
+    ``many_transactions`` is what became of them.
     """
     observed: dict[str, Any] = {}
     names = TxnNames()
@@ -241,7 +243,11 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     txn_id = b""
     if given["transactional"]:
         coordinator, _ = setup_step("attach coordinator", attach_coordinator, peer, session)
-        declared, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
+        if given["many_transactions"]:
+            observed["many_transactions"] = many = _many_transactions(ctx, peer, coordinator, symbolic)
+            if many["stalled"] is not None:
+                return observed  # the coordinator stalled: what the row does after it cannot be judged
+        declared, frame = setup_step("declare", declare, peer, coordinator, ctx.timeout, symbolic=symbolic)
         names.add(declared)
         txn_id = declared if declared is not None else b"(none declared)"
         if given["txn"] != "declared":  # the transfers name a transaction the broker never declared, or none
@@ -305,10 +311,11 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             target = txn_id if given["discharge_id"] == "declared" else \
                 f"never-declared-{uuid.uuid4().hex[:8]}".encode()
             fail = DISCHARGE_FAIL[given["discharge"]]
-            frame = discharge(peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
+            frame = setup_step("discharge", discharge, peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
             observed["discharge"] = names.show(disposition_seen(frame))
             if given["discharge_again"]:  # the same txn-id once more: that transaction is over (4.3)
-                frame = discharge(peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
+                frame = setup_step("discharge again", discharge, peer, coordinator, target, fail, ctx.timeout,
+                                   symbolic=symbolic)
                 observed["second_discharge"] = names.show(disposition_seen(frame))
     observed["stored"] = remaining_on_node(ctx)  # takes the quiet time: also the watch after the detach
     observed["after_detach"] = sent_after_detach(peer, attach, attached_at)
@@ -319,6 +326,45 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["coordinator_answer"] = disposition_seen(
             peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver"))
     return observed
+
+
+MANY_TRANSACTIONS_CAP = 1000  # transactions at most: 2,000 control messages
+
+
+def _many_transactions(ctx: CaseContext, peer: ScriptedPeer, coordinator: Sender, symbolic: bool) -> dict[str, Any]:
+    """Declare and commit empty transactions one after another on ``coordinator``, each control message sent
+    once the last is answered, until one control message more than the credit the broker first granted the
+    link has gone (at most :data:`MANY_TRANSACTIONS_CAP` transactions): a coordinator must keep granting credit
+    (2.6.7) and answering (4.2, 4.3). Returns ``initial_credit``, ``control_messages`` (sent) and ``stalled``
+    (None, or where it stopped: no credit for a control message, no answer to it, or an answer that is not
+    ``declared`` or ``accepted``). A broker that stalls costs one time-out."""
+    peer.wait_for_credit(coordinator)  # the attach's set-up: credit for the first declare
+    initial = coordinator.credit
+    sent, stalled = 0, None
+    for _ in range(MANY_TRANSACTIONS_CAP):
+        if sent > initial:
+            break
+        for control in ("declare", "discharge"):
+            if not peer.pump(lambda: coordinator.credit > 0, ctx.timeout):
+                stalled = f"no credit for control message {sent + 1}"
+                break
+            try:
+                if control == "declare":
+                    txn_id, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
+                else:
+                    frame = discharge(peer, coordinator, txn_id, False, ctx.timeout, symbolic=symbolic)
+            except (ExpectationFailed, PeerError) as exc:  # our control message could not go out
+                summary = exc.summary if isinstance(exc, ExpectationFailed) else str(exc)
+                stalled = f"{control} (control message {sent + 1}) not sent: {summary}"
+                break
+            sent += 1
+            state = (frame.fields.get("state") or {}).get("@type") if frame is not None else None
+            if state != ("declared" if control == "declare" else "accepted"):
+                stalled = f"{control} (control message {sent}) answered {state or 'nothing'}"
+                break
+        if stalled is not None:
+            break
+    return {"initial_credit": initial, "control_messages": sent, "stalled": stalled}
 
 
 def _reattach_and_send(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, tag: bytes | None) -> dict | None:
@@ -361,7 +407,7 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     handle = broker_handle(attach)
     publish_setup(ctx, peer, session, ["m1", "m2"], messages={"m1": full_message("m1")})
     coordinator, _ = setup_step("attach coordinator", attach_coordinator, peer, session)
-    txn_id, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
+    txn_id, frame = setup_step("declare", declare, peer, coordinator, ctx.timeout, symbolic=symbolic)
     names.add(txn_id)
     observed["declared"] = names.show(disposition_seen(frame))
     if txn_id is None:
@@ -384,7 +430,8 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         receiver.detach()
         setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
         detached = True
-    frame = discharge(peer, coordinator, txn_id, given["discharge"] == "rollback", ctx.timeout, symbolic=symbolic)
+    frame = setup_step("discharge", discharge, peer, coordinator, txn_id, given["discharge"] == "rollback",
+                       ctx.timeout, symbolic=symbolic)
     observed["discharge"] = names.show(disposition_seen(frame))
     since = peer.mark()
     if not detached:
