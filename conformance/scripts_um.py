@@ -301,8 +301,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["bystander"] = disposition_seen(
             peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver"))
     if given["reattach"] and observed["detach"] is not None:
-        observed["reattached"] = _reattach_and_send(ctx, peer, sender, b"p1" if given["transfers"][0] == "partial"
-                                                    else None)
+        first = peer.find("transfer", attached_at, direction="out", handle=peer.handle_of(sender))
+        observed["reattached"] = _reattach_and_send(ctx, peer, sender, first.fields["delivery-tag"] if first else None)
     if coordinator is not None and given["discharge"] != "none":
         observed["visible_before_discharge"] = remaining_on_node(ctx)
         if given["discharge"] == "close":
@@ -338,7 +338,7 @@ def _many_transactions(ctx: CaseContext, peer: ScriptedPeer, coordinator: Sender
     (2.6.7) and answering (4.2, 4.3). Returns ``initial_credit``, ``control_messages`` (sent) and ``stalled``
     (None, or where it stopped: no credit for a control message, no answer to it, or an answer that is not
     ``declared`` or ``accepted``). A broker that stalls costs one time-out."""
-    peer.wait_for_credit(coordinator)  # the attach's set-up: credit for the first declare
+    setup_step("wait for the coordinator's credit", peer.wait_for_credit, coordinator)
     initial = coordinator.credit
     sent, stalled = 0, None
     for _ in range(MANY_TRANSACTIONS_CAP):
