@@ -340,31 +340,29 @@ def _many_transactions(ctx: CaseContext, peer: ScriptedPeer, coordinator: Sender
     ``declared`` or ``accepted``). A broker that stalls costs one time-out."""
     setup_step("wait for the coordinator's credit", peer.wait_for_credit, coordinator)
     initial = coordinator.credit
-    sent, stalled = 0, None
-    for _ in range(MANY_TRANSACTIONS_CAP):
-        if sent > initial:
-            break
-        for control in ("declare", "discharge"):
-            if not peer.pump(lambda: coordinator.credit > 0, ctx.timeout):
-                stalled = f"no credit for control message {sent + 1}"
-                break
-            try:
-                if control == "declare":
-                    txn_id, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
-                else:
-                    frame = discharge(peer, coordinator, txn_id, False, ctx.timeout, symbolic=symbolic)
-            except (ExpectationFailed, PeerError) as exc:  # our control message could not go out
-                summary = exc.summary if isinstance(exc, ExpectationFailed) else str(exc)
-                stalled = f"{control} (control message {sent + 1}) not sent: {summary}"
-                break
-            sent += 1
-            state = (frame.fields.get("state") or {}).get("@type") if frame is not None else None
-            if state != ("declared" if control == "declare" else "accepted"):
-                stalled = f"{control} (control message {sent}) answered {state or 'nothing'}"
-                break
-        if stalled is not None:
-            break
-    return {"initial_credit": initial, "control_messages": sent, "stalled": stalled}
+    sent, txn_id = 0, None
+
+    def outcome(stalled: str | None) -> dict[str, Any]:
+        return {"initial_credit": initial, "control_messages": sent, "stalled": stalled}
+
+    # whole transactions only: a declare is sent while no more than the first credit has gone
+    while sent < 2 * MANY_TRANSACTIONS_CAP and not (sent % 2 == 0 and sent > initial):
+        control = "declare" if sent % 2 == 0 else "discharge"
+        if not peer.pump(lambda: coordinator.credit > 0, ctx.timeout):
+            return outcome(f"no credit for control message {sent + 1}")
+        try:
+            if control == "declare":
+                txn_id, frame = declare(peer, coordinator, ctx.timeout, symbolic=symbolic)
+            else:
+                frame = discharge(peer, coordinator, txn_id, False, ctx.timeout, symbolic=symbolic)
+        except (ExpectationFailed, PeerError) as exc:  # our control message could not go out
+            summary = exc.summary if isinstance(exc, ExpectationFailed) else str(exc)
+            return outcome(f"{control} (control message {sent + 1}) not sent: {summary}")
+        sent += 1
+        state = (frame.fields.get("state") or {}).get("@type") if frame is not None else None
+        if state != ("declared" if control == "declare" else "accepted"):
+            return outcome(f"{control} (control message {sent}) answered {state or 'nothing'}")
+    return outcome(None)
 
 
 def _reattach_and_send(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, tag: bytes | None) -> dict | None:
