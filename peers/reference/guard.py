@@ -74,7 +74,8 @@ class SessionState:
     """One session begun by the peer, keyed by the peer's channel."""
 
     links: dict[int, LinkState] = field(default_factory=dict)
-    our_handles: dict[int, str] = field(default_factory=dict)  # our handle -> link name
+    # our handle -> (link name, our role): a sending and a receiving link may share a name (2.6.1)
+    our_handles: dict[int, tuple[str, str]] = field(default_factory=dict)
     ending: bool = False  # we ended it with an error; discard input until the peer's end
 
 
@@ -110,7 +111,8 @@ class ProtocolGuard:
         if session is None:
             return
         if name == "attach":
-            session.our_handles[fields.get("handle")] = fields.get("name")
+            role = "receiver" if fields.get("role") == "receiver" else "sender"
+            session.our_handles[fields.get("handle")] = (fields.get("name"), role)
         elif name == "flow" and fields.get("handle") is not None:
             link = self._link_by_our_handle(session, fields["handle"])
             if link is not None and link.peer_role == "sender":
@@ -127,9 +129,9 @@ class ProtocolGuard:
 
     @staticmethod
     def _link_by_our_handle(session: SessionState, handle: Any) -> LinkState | None:
-        name = session.our_handles.get(handle)
+        name, our_role = session.our_handles.get(handle, (None, None))
         for link in session.links.values():
-            if link.name == name:
+            if link.name == name and link.peer_role != our_role:  # the peer's end of the same link
                 return link
         return None
 

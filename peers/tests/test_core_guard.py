@@ -103,6 +103,21 @@ def test_credit_granted_in_our_flow_allows_exactly_that_many_transfers():
     assert violation(guard, third) == ("link", "amqp:link:transfer-limit-exceeded")
 
 
+def test_credit_reaches_the_link_of_its_direction_when_two_links_share_a_name():
+    """2.6.1: a name is unique per direction only. The peer's receiving link "s" (our handle 0, we send) is
+    attached first, then its sending link "s" (our handle 1): our flow on handle 1 is credit for the second."""
+    receiving = {"performative": "attach", "fields": {"name": "s", "handle": 0, "role": "receiver",
+                                                      "source": {"@type": "source", "address": "q"}}}
+    sending = dict(ATTACH_SENDER, fields=dict(ATTACH_SENDER["fields"], handle=1))
+    ours = ({"performative": "attach", "fields": {"name": "s", "handle": 0, "role": "sender"}},
+            {"performative": "attach", "fields": {"name": "s", "handle": 1, "role": "receiver"}},
+            {"performative": "flow", "fields": {"incoming-window": 10, "next-outgoing-id": 0, "outgoing-window": 10,
+                                                "handle": 1, "delivery-count": 0, "link-credit": 1}})
+    guard = guard_after(BEGIN, receiving, sending, outbound=(OUR_BEGIN, *ours))
+    transfer = {"performative": "transfer", "fields": {"handle": 1, "delivery-id": 0, "delivery-tag": "a"}}
+    assert guard.check(frames_of(transfer)[0]) is None
+
+
 def test_input_for_a_link_detached_with_an_error_is_errant():
     error = {"@type": "error", "condition": "amqp:link:transfer-limit-exceeded"}
     our_detach = {"performative": "detach", "fields": {"handle": 0, "closed": True, "error": error}}
