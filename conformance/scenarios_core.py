@@ -38,7 +38,8 @@ CORE_SCENARIOS = (
     ),
     Scenario(
         "consumers", scripts_consumers.run_consumers,
-        given={"messages": int, "credits": list},
+        given={"messages": int, "credits": list, "publisher": ("own-connection", "first-consumer-link-name")},
+        defaults={"publisher": "own-connection"},
         observations=("before_credit", "counts", "union", "duplicates", "remaining"),
         needs=needs_store,
     ),

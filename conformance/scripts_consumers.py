@@ -21,14 +21,27 @@ def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observes ``before_credit`` (bodies any consumer got before it had credit), ``counts`` (how many
     messages each consumer got, in attach order), ``union`` (every body delivered, sorted), ``duplicates``
     (how many deliveries repeated a body another, or the same, consumer already had) and ``remaining`` (what
-    a fresh consumer gets once all have closed)."""
+    a fresh consumer gets once all have closed).
+
+    ``publisher = "first-consumer-link-name"`` stores the messages on the first consumer's connection and
+    session, over a sending link named as that consumer's link (a link name is unique per direction only,
+    2.6.1), closed once they are stored and before any consumer has credit."""
     consumers = []
+    sessions = []
     for index, _ in enumerate(given["credits"]):
         peer, session = open_session(ctx, f"consumer-{index + 1}")
         receiver, _ = setup_step(f"attach consumer {index + 1}", peer.attach_receiver, session, ctx.node, credit=0)
         consumers.append((peer, receiver, peer.handle_of(receiver), peer.mark()))
-    publisher, session = open_session(ctx, "publisher")
-    publish(ctx, publisher, session, given["messages"])
+        sessions.append(session)
+    if given["publisher"] == "first-consumer-link-name":
+        publisher, receiver = consumers[0][0], consumers[0][1]
+        since = publisher.mark()
+        publish(ctx, publisher, sessions[0], given["messages"], name=receiver.name)
+        setup_step("the broker's detach of the publisher", publisher.expect, "detach", since, direction="in",
+                   handle=publisher.find("attach", since, direction="in", name=receiver.name).fields["handle"])
+    else:
+        publisher, session = open_session(ctx, "publisher")
+        publish(ctx, publisher, session, given["messages"])
     for peer, _, _, _ in consumers:
         peer.pump(timeout=0)
     publisher.pump(timeout=ctx.quiet)

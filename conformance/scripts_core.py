@@ -77,10 +77,10 @@ def broker_dispositions(peer: ScriptedPeer, since: int, role: str) -> list[dict]
 
 
 def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0,
-            durable: bool = True) -> None:
-    """Set-up: publish m1..m<count> (``durable`` in their header, with message annotations of their own) and
-    require each accepted."""
-    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node)
+            durable: bool = True, name: str | None = None) -> None:
+    """Set-up: publish m1..m<count> (``durable`` in their header, with message annotations of their own) on a
+    link named ``name`` (None: a fresh name) and require each accepted; the link is closed after."""
+    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node, name=name)
     for index in range(1, count + 1):
         body = f"m{index}" if not size else "x" * size
         message = Message(body=body, durable=durable, annotations=dict(ORIGINAL_ANNOTATIONS))
