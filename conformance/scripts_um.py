@@ -135,9 +135,13 @@ def run_subscription_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
     broker transferred on that link after the failing operation, until the quiet time after the detach),
     and for ``ack``: ``delivery_tag``, ``broker_disposition`` (its answer to our unsettled accepted) and
     ``broker_disposition_covers`` (the messages its range names);
-    for a second subscription: ``first_subscriber`` ("attached" or "detached"); with ``resubscribe`` (after
-    a failed ACK), ``resubscribed``: whether a new subscriber of the node on the same connection (on a new
-    session), attached after the broker's detach, stays "attached" or is "detached".
+    for a second subscription: ``first_subscriber`` ("attached" or "detached"); with ``resubscribe``,
+    ``resubscribed``: whether a new subscriber of the node on the same connection (on a new session),
+    attached after the broker's detach, stays "attached" or is "detached". A refused subscription's link is
+    first detached by the peer too, answering the broker's detach (2.6.6), before the new subscriber attaches;
+    it is attached with no credit, so that no flow of ours crosses the broker's error detach (input for a
+    link detached with an error may end the session, 2.8.16) and our detach reaches the broker. After a
+    failed ACK the peer leaves that detach unanswered.
     """
     if given["when"] == "ack":
         return _ack_fault(ctx, given)
@@ -156,9 +160,10 @@ def run_subscription_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
 
         filters = {symbol("jms-selector"): Described(symbol(SELECTOR_DESCRIPTOR), given["selector"])}
     since = peer.mark()
-    _, attach = setup_step("attach subscriber", peer.attach_receiver, session, ctx.node,
-                           rcv_settle_mode=given["rcv_settle_mode"], durable=given["durable"],
-                           name=f"sub-{uuid.uuid4().hex[:8]}", credit=10, filter=filters)
+    receiver, attach = setup_step("attach subscriber", peer.attach_receiver, session, ctx.node,
+                                  rcv_settle_mode=given["rcv_settle_mode"], durable=given["durable"],
+                                  name=f"sub-{uuid.uuid4().hex[:8]}", credit=0 if given["resubscribe"] else 10,
+                                  filter=filters)
     handle = broker_handle(attach)
     peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"), session)
     peer.pump(timeout=ctx.quiet, on=session)  # absence: nothing may be delivered on a link whose subscription failed
@@ -166,6 +171,10 @@ def run_subscription_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
     observed["delivered_after"] = delivered_on(peer, handle, since)
     if first is not None:
         observed["first_subscriber"] = "detached" if detach_seen(peer, first_handle, since) else "attached"
+    if given["resubscribe"] and observed["detach"] is not None:
+        receiver.close()  # the peer's detach answering the broker's: both ends of the refused link are gone
+        peer.pump(timeout=0)
+        observed["resubscribed"] = _resubscribe(ctx, peer)
     return observed
 
 
@@ -194,15 +203,21 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     peer.pump(timeout=ctx.quiet, on=receiver)
     observed["detach"] = detach_seen(peer, handle, since)
     observed["delivered_after"] = delivered_on(peer, handle, since)
-    if given["resubscribe"]:  # a new (non-durable) subscriber of the node on the same connection, new session
-        session = setup_step("begin a second session", peer.begin)
-        since = peer.mark()
-        _, attach = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node,
-                               name=f"sub-{uuid.uuid4().hex[:8]}", credit=0)
-        new_handle = broker_handle(attach)
-        peer.pump(lambda: detach_seen(peer, new_handle, since) is not None, ctx.wait_for("resubscribed"), session)
-        observed["resubscribed"] = "detached" if detach_seen(peer, new_handle, since) else "attached"
+    if given["resubscribe"]:
+        observed["resubscribed"] = _resubscribe(ctx, peer)
     return observed
+
+
+def _resubscribe(ctx: CaseContext, peer: ScriptedPeer) -> str:
+    """Attach a new (non-durable) subscriber of the node on ``peer``'s connection, on a new session: whether
+    it stays "attached" or the broker "detached" it (watched for the row's time)."""
+    session = setup_step("begin a second session", peer.begin)
+    since = peer.mark()
+    _, attach = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node,
+                           name=f"sub-{uuid.uuid4().hex[:8]}", credit=0)
+    new_handle = broker_handle(attach)
+    peer.pump(lambda: detach_seen(peer, new_handle, since) is not None, ctx.wait_for("resubscribed"), session)
+    return "detached" if detach_seen(peer, new_handle, since) else "attached"
 
 
 # -- um.rejected.publish and um.transactions.publish ----------------------------------------------------
