@@ -75,6 +75,14 @@ CASES = [
      {"performative": "transfer", "fields": {"handle": 0, "delivery-id": 0}}, "link", "amqp:invalid-field"),
     ("2.8.15 a mandatory field missing", (), (), {"performative": "begin", "fields": {"next-outgoing-id": 0}},
      "connection", "amqp:decode-error"),
+    ("3.4.5 a modified outcome whose message-annotations is a list", (BEGIN, ATTACH_SENDER), (OUR_BEGIN, OUR_ATTACH),
+     {"performative": "disposition", "fields": {"role": "receiver", "first": 0, "settled": True, "state": {
+         "@type": "modified", "delivery-failed": True, "message-annotations": {"@as": "list", "value": ["k", "v"]}}}},
+     "connection", "amqp:decode-error"),
+    ("3.4.1 a received state whose section-number is a string", (BEGIN, ATTACH_SENDER), (OUR_BEGIN, OUR_ATTACH),
+     {"performative": "disposition", "fields": {"role": "receiver", "first": 0, "state": {
+         "@type": "received", "section-number": {"@as": "string", "value": "0"}, "section-offset": 0}}},
+     "connection", "amqp:decode-error"),
     ("2.8.15 an ill-typed field", (), (), {"performative": "begin", "fields": {
         "next-outgoing-id": {"@as": "string", "value": "0"}, "incoming-window": 1, "outgoing-window": 1}},
      "connection", "amqp:decode-error"),
