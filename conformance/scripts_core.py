@@ -17,7 +17,7 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import ExpectationFailed, ReceivedDelivery, ScriptedPeer
 from amqp_conformance.peers.rawframes import RawContext, frame_bytes
-from proton import Condition, Delivery, Message, Receiver, symbol
+from proton import Condition, Delivery, Message, Receiver, Sender, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
 from .scripts import _our_channel, inspect_node, link_fate, remaining_on_node
@@ -188,6 +188,25 @@ def interlope(ctx: CaseContext) -> None:
     other.close()
 
 
+def publish_twin(ctx: CaseContext, sender: Sender, tag: bytes, given: dict[str, Any]) -> dict[str, Any]:
+    """Another client (its own connection and container-id) sends ``twin``, unsettled, over a link named as
+    ``sender`` with the row's settle modes and delivery-tag ``tag``: link names are unique per pair of
+    containers (2.6.1) and tags per link (2.8.7), so nothing it does is ours. Returns the receiver settle mode
+    of the broker's attach and its first disposition (``broker-first``); the twin then settles the delivery
+    (as exactly-once asks) and closes its link."""
+    other, session = open_session(ctx, "twin")
+    twin, attach = setup_step("attach the twin producer", other.attach_sender, session, ctx.node, name=sender.name,
+                              snd_settle_mode=given["snd_settle_mode"], rcv_settle_mode=given["rcv_settle_mode"])
+    since = other.mark()
+    delivery, transfer = setup_step("send twin", other.send, twin, "twin", tag=tag)
+    frame = other.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver")
+    delivery.settle()
+    other.pump(timeout=0)
+    twin.close()
+    other.pump(timeout=0)
+    return {"rcv-settle-mode": attach_seen(attach)["rcv-settle-mode"], "broker-first": disposition_seen(frame)}
+
+
 def _dispose_and_watch(ctx: CaseContext, peer: ScriptedPeer, deliveries: list[ReceivedDelivery],
                        given: dict[str, Any], observed: dict[str, Any]) -> None:
     """Apply the row's outcome and record the broker's answers (and to a later accept, if the row says)."""
@@ -272,7 +291,11 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     last disposition of the first unsettled transfer, when the row expects it), ``ordering`` (settle modes,
     the broker's first disposition and what it sent after the peer settled), ``answer_counts`` (per transfer,
     how many dispositions of the broker's, over the whole exchange, hold its delivery-id) and ``stored``.
-    ``size``: the body's length (0: the bodies are m1, m2, ...)."""
+    ``size``: the body's length (0: the bodies are m1, m2, ...). ``twin``: while the first unsettled
+    delivery is still unsettled at both ends, another client (:func:`publish_twin`) sends ``twin`` over a
+    link of the same name, with the same settle modes and the same delivery-tag: ``twin`` is the
+    ``rcv-settle-mode`` of the broker's attach of that link and its first disposition of it
+    (``broker-first``)."""
     observed: dict[str, Any] = {}
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
@@ -301,6 +324,8 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                                 "broker-first": dispositions[0] if dispositions else None, "after-peer-settled": []}
     if given["interloper"]:
         interlope(ctx)
+    if given["twin"] and first_unsettled is not None:
+        observed["twin"] = publish_twin(ctx, sender, first_unsettled[0].tag, given)
     if first_unsettled is not None:
         delivery, delivery_id = first_unsettled
         since = peer.mark()
