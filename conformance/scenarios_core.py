@@ -48,7 +48,7 @@ CORE_SCENARIOS = (
         given={
             "setup": scripts_errors.SETUPS,
             "frames": FrameList,
-            "provocation": ("none", "withhold-credit", "deny-publish"),
+            "provocation": ("none", "withhold-credit", "deny-publish", "deny-subscribe"),
             "shutdown_write": bool,
             "attach": dict,
         },
