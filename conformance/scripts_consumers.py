@@ -27,18 +27,18 @@ def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     session, over a sending link named as that consumer's link (a link name is unique per direction only,
     2.6.1), closed once they are stored and before any consumer has credit."""
     consumers = []
-    sessions = []
+    first_session = None
     for index, _ in enumerate(given["credits"]):
         peer, session = open_session(ctx, f"consumer-{index + 1}")
         receiver, _ = setup_step(f"attach consumer {index + 1}", peer.attach_receiver, session, ctx.node, credit=0)
         consumers.append((peer, receiver, peer.handle_of(receiver), peer.mark()))
-        sessions.append(session)
+        first_session = first_session or session
     if given["publisher"] == "first-consumer-link-name":
         publisher, receiver = consumers[0][0], consumers[0][1]
         since = publisher.mark()
-        publish(ctx, publisher, sessions[0], given["messages"], name=receiver.name)
-        setup_step("the broker's detach of the publisher", publisher.expect, "detach", since, direction="in",
-                   handle=publisher.find("attach", since, direction="in", name=receiver.name).fields["handle"])
+        attach = publish(ctx, publisher, first_session, given["messages"], name=receiver.name)
+        setup_step("the broker's detach of the publisher", publisher.expect, "detach", since,
+                   handle=attach.fields["handle"])
     else:
         publisher, session = open_session(ctx, "publisher")
         publish(ctx, publisher, session, given["messages"])

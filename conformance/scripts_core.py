@@ -77,10 +77,11 @@ def broker_dispositions(peer: ScriptedPeer, since: int, role: str) -> list[dict]
 
 
 def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0,
-            durable: bool = True, name: str | None = None) -> None:
+            durable: bool = True, name: str | None = None) -> Frame:
     """Set-up: publish m1..m<count> (``durable`` in their header, with message annotations of their own) on a
-    link named ``name`` (None: a fresh name) and require each accepted; the link is closed after."""
-    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node, name=name)
+    link named ``name`` (None: a fresh name) and require each accepted; the link is closed after. Returns the
+    broker's attach of that link."""
+    sender, attach = setup_step("attach publisher", peer.attach_sender, session, ctx.node, name=name)
     for index in range(1, count + 1):
         body = f"m{index}" if not size else "x" * size
         message = Message(body=body, durable=durable, annotations=dict(ORIGINAL_ANNOTATIONS))
@@ -90,6 +91,7 @@ def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size
         if state != "accepted":
             raise SetupFailed(f"set-up step 'publish m{index}': the broker answered {state or 'nothing'}")
     sender.close()
+    return attach
 
 
 def _state_spec(given: dict[str, Any]) -> dict[str, Any] | None:
@@ -201,7 +203,6 @@ def publish_twin(ctx: CaseContext, sender: Sender, tag: bytes, given: dict[str, 
     delivery, transfer = setup_step("send twin", other.send, twin, "twin", tag=tag)
     frame = other.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver")
     delivery.settle()
-    other.pump(timeout=0)
     twin.close()
     other.pump(timeout=0)
     return {"rcv-settle-mode": attach_seen(attach)["rcv-settle-mode"], "broker-first": disposition_seen(frame)}
