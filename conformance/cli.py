@@ -332,5 +332,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as ``python -m``: the installed module's main, so its Usage is the one raised
+    from amqp_conformance.conformance.cli import main as installed_main
+
+    sys.exit(installed_main())

@@ -3,16 +3,22 @@
 ``report RUN_DIR... [--out DIR] [--master URL] [--warehouse DIR]`` ingests the runs into a Parquet
 warehouse and writes the compliance matrix (HTML, JSON, CSV, JUnit XML), regressions, flaky cases,
 settlement latencies and stale deviations into ``--out``. PySpark is the optional extra ``spark``.
+
+``spark-server [--port N] [--memory SIZE]`` keeps a Spark Connect server running for reports to attach to
+(``report --master sc://127.0.0.1:N``): each report after the first runs in a warm JVM.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
 
 SPARK_MISSING = "the report pipeline needs PySpark: pip install 'amqp-conformance[spark]'"
+CONNECT_MISSING = "a Spark Connect server (--master sc://...) needs PySpark's Connect client: " \
+                  "pip install 'amqp-conformance[spark]' (it pulls in pyspark[connect])"
 JAVA_MISSING = "the report pipeline runs Spark, which needs Java 17 or later: install a JDK (e.g. apt-get install " \
                "openjdk-17-jre-headless) or set JAVA_HOME"
 
@@ -26,14 +32,69 @@ def add_report_parser(commands: argparse._SubParsersAction) -> argparse.Argument
     report.add_argument("--out", default=None,
                         help="output directory (default: ./amqp-report; with --allure, the first RUN_DIR)")
     report.add_argument("--master", default=None,
-                        help="Spark master URL (default local[*], or what spark-submit was given)")
+                        help="Spark master URL (default local[*], or what spark-submit was given), or a Spark "
+                             "Connect server, sc://HOST:PORT (see 'amqp-conformance spark-server')")
     report.add_argument("--warehouse", default=None,
                         help="Parquet warehouse to ingest into (default: OUT/warehouse); with no RUN_DIR, "
                              "report on every run it holds")
     report.add_argument("--max-logs", type=int, default=500, help="frame logs embedded in the HTML (500)")
     add_report_extension_arguments(report)
     report.set_defaults(func=cmd_report)
+    server = commands.add_parser("spark-server", help="keep a Spark Connect server running for reports "
+                                                      "(report --master sc://127.0.0.1:PORT runs warm)")
+    server.add_argument("--port", type=int, default=None, help="TCP port on 127.0.0.1 (default 15002)")
+    server.add_argument("--memory", default=None,
+                        help="the server driver's heap, e.g. 2g (default 2g; about 1g plus 256m a GiB of "
+                             "run records a report reads)")
+    server.set_defaults(func=cmd_spark_server)
     return report
+
+
+def cmd_spark_server(args: argparse.Namespace) -> int:
+    """``spark-server``: a Spark Connect server in the foreground until interrupted; prints the ``--master``
+    that ``report`` takes to use it."""
+    from amqp_conformance.conformance.cli import Usage
+
+    _check_spark_installed(connect=True)
+    from amqp_conformance.reports.pipeline import connect_server
+
+    port = connect_server.DEFAULT_PORT if args.port is None else args.port
+    if not 0 < port < 65536:
+        raise Usage(f"--port {port}: give a TCP port between 1 and 65535")
+    memory = args.memory or connect_server.DEFAULT_MEMORY
+    if not re.fullmatch(r"[0-9]+[kmgt]?", memory.lower()):
+        raise Usage(f"--memory {memory!r}: give a JVM heap size such as 2g or 1536m")
+    print(f"starting a Spark Connect server on 127.0.0.1:{port} (driver heap {memory}) ...", flush=True)
+    try:
+        process = connect_server.start_server(port, memory)
+    except connect_server.ConnectServerError as exc:
+        raise Usage(str(exc)) from None
+    print(f"Spark Connect server ready: amqp-conformance report RUN_DIR... --master sc://127.0.0.1:{port} "
+          f"(Ctrl-C stops it)", flush=True)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        connect_server.stop_server(process)
+        return 0
+
+
+def _check_spark_installed(connect: bool = False) -> None:
+    """Raise the CLI's usage error naming what to install when PySpark (and, with ``connect``, its Spark
+    Connect client) or Java is missing."""
+    from amqp_conformance.conformance.cli import Usage
+
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise Usage(SPARK_MISSING) from None
+    if connect:
+        try:
+            import grpc  # noqa: F401
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise Usage(CONNECT_MISSING) from None
+    if not shutil.which("java") and not _java_home():
+        raise Usage(JAVA_MISSING)
 
 
 # Hook for further renderers of ``report`` (the Allure HTML renderer adds ``--allure`` here): add its
@@ -92,12 +153,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             if not (Path(run_dir) / "results.jsonl").exists():
                 raise Usage(f"{run_dir} has no results.jsonl; give directories written by "
                             f"'amqp-conformance run --out DIR'")
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise Usage(SPARK_MISSING) from None
-    if not shutil.which("java") and not _java_home():
-        raise Usage(JAVA_MISSING)
+    from amqp_conformance.reports.pipeline.session import is_connect_url
+
+    _check_spark_installed(connect=is_connect_url(args.master))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -152,11 +210,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _local_sizing(master: str | None, run_dirs: list[str], warehouse: str) -> dict[str, str]:
     """Driver heap and shuffle partitions sized to the data (:mod:`.pipeline.sizing`) for a local master
-    (``local[*]`` by default); nothing for a cluster or under ``spark-submit``, whose settings win."""
+    (``local[*]`` by default); the SQL ones (shuffle partitions, plan settings) for a Spark Connect server,
+    whose JVM is its own; nothing for a cluster or under ``spark-submit``, whose settings win."""
     import os
 
+    from amqp_conformance.reports.pipeline.session import is_connect_url, session_conf
     from amqp_conformance.reports.pipeline.sizing import input_bytes, local_conf
 
+    if is_connect_url(master):
+        return session_conf(local_conf(input_bytes(run_dirs or [warehouse])))
     if (master is not None and not master.startswith("local")) or (master is None and "SPARK_ENV_LOADED" in os.environ):
         return {}
     return local_conf(input_bytes(run_dirs or [warehouse]))

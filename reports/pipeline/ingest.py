@@ -18,6 +18,7 @@ from datetime import date
 
 from amqp_conformance.reports.records import FRAMES_FILE, KEY_FIELDS, RESULTS_FILE
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 from pyspark.sql.types import StructType
@@ -33,6 +34,7 @@ from .schema import (
     RESULT_REQUIRED,
     RESULTS_TABLE,
 )
+from .session import is_connect
 
 RESULTS = "results"
 FRAMES = "frames"
@@ -83,8 +85,23 @@ def _hadoop_path(spark: SparkSession, uri: str):
     return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
+def files_read(spark: SparkSession, uri: str) -> list[str]:
+    """The files Spark reads for ``uri`` (a file, or a directory of part files), fully qualified as
+    ``input_file_name()`` spells them; empty when nothing is there. Asked of the driver that reads them, so
+    it also works from a Spark Connect client, which has no file system of the server's."""
+    try:
+        return list(spark.read.text(uri).inputFiles())
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(exc):
+            return []
+        raise
+
+
 def exists(spark: SparkSession, uri: str) -> bool:
-    """True when ``uri`` (a local path or any Hadoop-compatible URI) exists."""
+    """True when ``uri`` (a local path or any Hadoop-compatible URI) exists. On Spark Connect: when it is a
+    file, or a directory of files, that the server can read (see :func:`files_read`)."""
+    if is_connect(spark):
+        return bool(files_read(spark, uri))
     path, fs = _hadoop_path(spark, uri)
     return bool(fs.exists(path))
 
@@ -100,25 +117,48 @@ def _plain_uri(uri: str) -> str:
     return re.sub(r"^file:/*", "/", uri)
 
 
+def _run_directory(spark: SparkSession, run_dir: str) -> str:
+    """``run_dir`` fully qualified; raises :class:`IngestError` when it does not exist or has no results.jsonl.
+    A Spark Connect client asks the server for the results file's name instead (the server's driver reads
+    the files, and the client has no Hadoop file system)."""
+    if is_connect(spark):
+        found = files_read(spark, _join(run_dir, RESULTS_FILE))
+        if not found:
+            raise IngestError(f"{run_dir} does not exist or has no {RESULTS_FILE} where the Spark Connect server "
+                              f"reads files; give directories written by 'amqp-conformance run --out DIR' that "
+                              f"the server can read (a path on its machine, or a shared URI)")
+        return re.sub(RECORDS_FILE_TAIL, "", found[0])
+    if not exists(spark, run_dir):
+        raise IngestError(f"run directory {run_dir} does not exist; give directories written by "
+                          f"'amqp-conformance run --out DIR'")
+    directory = qualified(spark, run_dir)
+    if not exists(spark, _join(directory, RESULTS_FILE)):
+        raise IngestError(f"{run_dir} has no {RESULTS_FILE}; give directories written by "
+                          f"'amqp-conformance run --out DIR'")
+    return directory
+
+
 def run_files(spark: SparkSession, run_dirs: Sequence[str]) -> tuple[list[str], list[str]]:
     """The results and frames files of ``run_dirs`` (each directory once); raises :class:`IngestError` for a
     directory that does not exist or has no results.jsonl. A missing frames.jsonl is allowed."""
     results, frames, seen = [], [], set()
     for run_dir in run_dirs:
-        if not exists(spark, run_dir):
-            raise IngestError(f"run directory {run_dir} does not exist; give directories written by "
-                              f"'amqp-conformance run --out DIR'")
-        directory = qualified(spark, run_dir)
+        directory = _run_directory(spark, run_dir)
         if directory in seen:
             continue
         seen.add(directory)
-        if not exists(spark, _join(directory, RESULTS_FILE)):
-            raise IngestError(f"{run_dir} has no {RESULTS_FILE}; give directories written by "
-                              f"'amqp-conformance run --out DIR'")
         results.append(_join(directory, RESULTS_FILE))
         if exists(spark, _join(directory, FRAMES_FILE)):
             frames.append(_join(directory, FRAMES_FILE))
     return results, frames
+
+
+def task_slots(spark: SparkSession) -> int:
+    """Tasks the driver runs at once (its default parallelism); on Spark Connect, which does not say, the
+    session's shuffle partitions."""
+    if is_connect(spark):
+        return int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return spark.sparkContext.defaultParallelism
 
 
 # the tail of a records file's name below its run directory: RUN/frames.jsonl, or RUN/frames.jsonl/part-0
@@ -254,13 +294,15 @@ def with_key_fields(flat: DataFrame) -> DataFrame:
 
 
 def frames_table(parsed: DataFrame, runs: DataFrame) -> DataFrame:
-    """Good frame lines joined with ``runs`` (``file``, ``run_id`` -> broker, version, run date; see
-    :func:`runs_by_file`) -> the warehouse ``frames`` table; rows whose run is not in ``runs`` get a null
-    ``broker``. The join is on the file's name as read, so no per-line string work finds the run directory."""
-    good = parsed.filter(F.col("problem").isNull())
-    flat = good.select(
-        "file", "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir", "r.channel",
-        "r.performative", "r.fields", "r.payload_len", "r.raw_hex", "r.key_fields")
+    """Frame lines (good and malformed: ``problem`` says which) joined with ``runs`` (``file``, ``run_id`` ->
+    broker, version, run date; see :func:`runs_by_file`) -> the warehouse ``frames`` table's columns plus
+    ``file`` and ``problem``; rows whose run is not in ``runs`` get a null ``broker``. The join is on the
+    file's name as read, so no per-line string work finds the run directory. The malformed lines stay in
+    (their columns null) so that one observation of this table counts them beside the orphans and the frames
+    written: Spark Connect reports only the last observation of a plan."""
+    flat = parsed.select(
+        "file", "problem", "r.run_id", "r.case_id", "r.expectation_set", "r.seq", "r.t_ns", "r.party", "r.dir",
+        "r.channel", "r.performative", "r.fields", "r.payload_len", "r.raw_hex", "r.key_fields")
     return with_key_fields(flat).join(F.broadcast(runs), ["file", "run_id"], "left")
 
 
@@ -306,16 +348,17 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: Sequence
         parsed = read_records(spark, frame_files, FRAME_LINE, FRAME_REQUIRED)
     else:
         parsed = parse_lines(read_lines(spark, frame_files, FRAME_LINE), FRAME_REQUIRED)
-    checked, joined = Observation("frame lines"), Observation("frames")
-    parsed = parsed.observe(checked, F.count(F.col("problem")).alias("malformed"))
-    frames = frames_table(parsed, runs_by_file(spark, frame_files, runs))
-    frames = frames.observe(joined, F.count(F.when(F.col("broker").isNull(), 1)).alias("orphans"),
-                            F.count(F.col("broker")).alias("written"))
-    frames.filter(F.col("broker").isNotNull()).drop("file").write.mode("overwrite") \
+    counted = Observation("frames")
+    good = F.col("problem").isNull()
+    frames = frames_table(parsed, runs_by_file(spark, frame_files, runs)).observe(
+        counted, F.count(F.col("problem")).alias("malformed"),
+        F.count(F.when(good & F.col("broker").isNull(), 1)).alias("orphans"),
+        F.count(F.when(good & F.col("broker").isNotNull(), 1)).alias("written"))
+    frames.filter(good & F.col("broker").isNotNull()).drop("file", "problem").write.mode("overwrite") \
         .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
-    report.frames = int(joined.get["written"])
-    report.orphan_frames = int(joined.get["orphans"])
-    if checked.get["malformed"]:  # rare: read the text again, for line numbers
+    report.frames = int(counted.get["written"])
+    report.orphan_frames = int(counted.get["orphans"])
+    if counted.get["malformed"]:  # rare: read the text again, for line numbers
         lines = read_lines(spark, frame_files, FRAME_LINE)
         report.malformed = _collect_malformed(lines, parse_lines(lines, FRAME_REQUIRED))
     return report
@@ -335,8 +378,8 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     parsed = parse_lines(lines, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
     checked = Observation("result lines")
     results = results_table(parsed.observe(checked, F.count(F.col("problem")).alias("malformed")))
-    # one job finds every run (its directories, broker, version and date) and counts the malformed lines
-    run_rows = results.select("run_id", "run_dir", "broker", "broker_version", "run_date").distinct().collect()
+    # one job finds every run (its directories, broker, version, date and records) and counts the malformed lines
+    run_rows = results.groupBy("run_id", "run_dir", "broker", "broker_version", "run_date").count().collect()
     if checked.get["malformed"]:
         report.malformed += _collect_malformed(lines, parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
@@ -348,16 +391,17 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
             owners[row["run_id"]] = row["run_dir"]
     owner_df = spark.createDataFrame(sorted(owners.items()), "run_id string, run_dir string")
     results = results.join(F.broadcast(owner_df), ["run_id", "run_dir"]).drop("run_dir")
-    read, kept = Observation("results read"), Observation("results kept")
+    read = sum(row["count"] for row in run_rows if owners[row["run_id"]] == row["run_dir"])
+    # observed last in this plan (Spark Connect reports only a plan's last observation; `checked` is done)
+    kept = Observation("results kept")
     # one shuffle by run, a task a core: the duplicates meet in it, and each task writes whole runs (adaptive
     # execution would pack these few rows into one task, which then writes every run's file alone)
-    results = (results.observe(read, F.count(F.lit(1)).alias("n"))
-               .repartition(spark.sparkContext.defaultParallelism, "run_id")
+    results = (results.repartition(task_slots(spark), "run_id")
                .dropDuplicates(["run_id", "case_id", "expectation_set"]).observe(kept, F.count(F.lit(1)).alias("n")))
     results.write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
         .partitionBy(*PARTITIONS).parquet(_join(warehouse, RESULTS))
     report.results = int(kept.get["n"])
-    report.duplicate_results = int(read.get["n"]) - report.results
+    report.duplicate_results = read - report.results
     report.run_ids = sorted(owners)
 
     if frame_files:

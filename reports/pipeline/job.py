@@ -15,6 +15,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from . import load, plots, transforms
+from .session import is_connect
 
 T = TypeVar("T")
 
@@ -34,7 +35,10 @@ FRAMES_POOL = "frames"
 def _in_pool(spark: SparkSession, pool: str, work: Callable[..., T], *args: object) -> T:
     """``work(*args)`` with this thread's Spark jobs in scheduler pool ``pool``: under the fair scheduler
     (:data:`.sizing.PLAN_CONF`) the two threads' jobs share the cores, so the small jobs over the results
-    are not queued behind every task of the big job over the frames."""
+    are not queued behind every task of the big job over the frames. On Spark Connect ``work`` runs in the
+    server's default pool (:mod:`.connect_server` makes that pool fair)."""
+    if is_connect(spark):  # a Connect client cannot pick a pool: the server's default pool is fair
+        return work(*args)
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
     try:
         return work(*args)

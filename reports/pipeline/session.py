@@ -1,4 +1,5 @@
-"""The SparkSession the pipeline runs in: ``local[*]`` by default, any master URL on request."""
+"""The SparkSession the pipeline runs in: ``local[*]`` by default, any master URL on request, or a Spark
+Connect server (``sc://host:port``) that keeps its JVM warm between reports."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+CONNECT_SCHEME = "sc://"
 CONCURRENT_WRITERS = 16
 LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -39,14 +41,47 @@ def _driver_java_options() -> None:
                                          f'{DRIVER_GC}" pyspark-shell')
 
 
+def is_connect_url(master: str | None) -> bool:
+    """True when ``master`` names a Spark Connect server (``sc://host:port``) rather than a cluster master."""
+    return bool(master) and master.startswith(CONNECT_SCHEME)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True when ``spark`` is a Spark Connect client session: it has no JVM of its own (no ``sparkContext``,
+    no Hadoop file system), and its plans run in the server's driver."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_conf(conf: dict[str, str]) -> dict[str, str]:
+    """The settings of ``conf`` a Spark Connect client may set for its own session: the SQL ones
+    (``spark.sql.*``, e.g. shuffle partitions); the JVM's (driver memory, scheduler mode) are the server's."""
+    return {key: value for key, value in conf.items() if key.startswith("spark.sql.")}
+
+
+def _connect_session(url: str, shuffle_partitions: int | None, conf: dict[str, str] | None) -> SparkSession:
+    """A Spark Connect session on ``url`` with this pipeline's SQL settings (see :func:`spark_session`)."""
+    settings = {"spark.sql.sources.partitionOverwriteMode": "dynamic", "spark.sql.session.timeZone": "UTC",
+                "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS), **session_conf(conf or {})}
+    if shuffle_partitions is not None:
+        settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    return spark
+
+
 def spark_session(master: str | None = None, app_name: str = "amqp-conformance-report",
                   shuffle_partitions: int | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession on ``master`` (default ``local[*]``, or the one ``spark-submit`` already set), UI off,
     dynamic partition overwrite (so re-ingesting a run replaces it), session time zone UTC; a local driver
     binds to 127.0.0.1 only. ``conf`` adds Spark settings (e.g. ``spark.driver.memory`` before the JVM starts).
 
-    Under ``spark-submit`` the master it was given wins when ``master`` is None.
+    Under ``spark-submit`` the master it was given wins when ``master`` is None. A ``sc://host:port`` master
+    is a Spark Connect server (see :mod:`.connect_server`): the session's SQL settings are set for this
+    client's session only, the JVM's settings stay the server's.
     """
+    if is_connect_url(master):
+        return _connect_session(master, shuffle_partitions, conf)
     _driver_java_options()
     builder = SparkSession.builder.appName(app_name)
     if master is not None or "SPARK_ENV_LOADED" not in os.environ:  # spark-submit sets SPARK_ENV_LOADED

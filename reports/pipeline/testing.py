@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -56,3 +58,33 @@ def results_df(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
 def frames_df(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
     """A ``frames`` table DataFrame of ``rows`` (from :func:`frame_row`)."""
     return spark.createDataFrame(rows, FRAMES_TABLE)
+
+
+def result_line(run_id: str, case_id: str, verdict: str = "PASS", broker: str = "reference", **extra) -> str:
+    """A results.jsonl line as reports/records.py writes it (``extra``: more fields of the record)."""
+    return json.dumps(extra | {
+        "run_id": run_id, "case_id": case_id, "table": case_id.split("/")[0],
+        "source": {"document": "000.txt", "heading": "Accepted", "row": case_id.split("/")[1]},
+        "broker": {"name": broker, "version": "0.1.0", "launcher": "embedded", "url": "amqp://127.0.0.1:1"},
+        "expectation_set": "um-10.11", "verdict": verdict, "expected": {"link": "advanced"},
+        "observed": {"link": "advanced", "delivery_tag": "b'x:1'"}, "reason": "", "mismatches": [], "info": [],
+        "stale_deviation": False, "duration_ms": 12.5, "started_at": "2026-11-20T10:00:00.000001+00:00"})
+
+
+def frame_line(run_id: str, case_id: str, seq: int, performative: str = "transfer", **fields) -> str:
+    """A frames.jsonl line as reports/records.py writes it."""
+    return json.dumps({
+        "run_id": run_id, "case_id": case_id, "expectation_set": "um-10.11", "seq": seq, "t_ns": 1000 + seq,
+        "party": "subscriber", "dir": "in", "channel": 0, "performative": performative,
+        "fields": fields or {"handle": 0, "delivery-id": seq, "delivery-tag": "b'x:1'"}, "payload_len": 2,
+        "raw_hex": "00"})
+
+
+def write_run(directory: Path, results: list[str], frames: list[str] | None) -> Path:
+    """A run directory holding ``results`` (lines of results.jsonl) and ``frames`` (of frames.jsonl; None: no
+    such file)."""
+    directory.mkdir(parents=True)
+    (directory / "results.jsonl").write_text("\n".join(results) + "\n")
+    if frames is not None:
+        (directory / "frames.jsonl").write_text("\n".join(frames) + "\n")
+    return directory
