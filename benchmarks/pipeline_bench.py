@@ -22,6 +22,7 @@ import argparse
 import json
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -198,48 +199,94 @@ def jvm_peak_mb(spark) -> float:
     return float("nan")
 
 
-def _session(data: list[str], driver_memory: str | None):
+def _session(data: list[str], driver_memory: str | None, remote: str | None = None):
     """A fresh local session (this child process's own JVM) sized to ``data`` (see pipeline.sizing), or with
-    the driver memory asked for."""
-    from amqp_conformance.reports.pipeline.session import spark_session
+    the driver memory asked for; with ``remote`` (``sc://...``), a session of that warm Spark Connect server
+    with the same SQL settings (its JVM is the server's)."""
+    from amqp_conformance.reports.pipeline.session import session_conf, spark_session
     from amqp_conformance.reports.pipeline.sizing import input_bytes, local_conf
 
     conf = local_conf(input_bytes(data))
     if driver_memory:
         conf["spark.driver.memory"] = driver_memory
+    if remote:
+        return spark_session(remote, conf=session_conf(conf)), {**conf, "spark.driver.memory": "server's"}
     return spark_session(conf=conf), conf
 
 
-def ingest_child(run_dir: str, warehouse: str, driver_memory: str | None) -> dict:
+def _jvm_figures(spark, remote: str | None) -> dict:
+    """The local driver JVM's peak; for a Connect session, none here (the parent reads the server's)."""
+    return {} if remote else {"jvm_peak_mb": jvm_peak_mb(spark)}
+
+
+def ingest_child(run_dir: str, warehouse: str, driver_memory: str | None, remote: str | None = None) -> dict:
     """In this (child) process: ingest ``run_dir`` into a fresh ``warehouse``; wall time from the session's
-    start (JVM start-up excluded) and the JVM's peak from its start."""
+    start (JVM start-up excluded) and the JVM's peak from its start (on ``remote``: see :func:`_session`)."""
     from amqp_conformance.reports.pipeline.ingest import ingest
 
-    spark, conf = _session([run_dir], driver_memory)
+    spark, conf = _session([run_dir], driver_memory, remote)
     start = time.perf_counter()
     report = ingest(spark, [run_dir], warehouse)
     figures = {"wall_s": time.perf_counter() - start, "results": report.results, "frames": report.frames,
-               "malformed": report.malformed_count, "jvm_peak_mb": jvm_peak_mb(spark),
+               "malformed": report.malformed_count, **_jvm_figures(spark, remote),
                "driver_memory": conf["spark.driver.memory"]}
     spark.stop()
     return figures
 
 
-def pipeline_child(warehouse: str, out: str, driver_memory: str | None) -> dict:
+def pipeline_child(warehouse: str, out: str, driver_memory: str | None, remote: str | None = None) -> dict:
     """In this (child) process: run the report job on ``warehouse`` as ``amqp-conformance report`` would, in a
-    JVM sized to the warehouse; wall time from the session's start, the JVM's peak from its start."""
+    JVM sized to the warehouse (or on ``remote``: see :func:`_session`); wall time from the session's start,
+    the JVM's peak from its start."""
     from amqp_conformance.reports.pipeline.ingest import FRAMES, RESULTS, read_table
     from amqp_conformance.reports.pipeline.job import run_report
 
-    spark, conf = _session([warehouse], driver_memory)
+    spark, conf = _session([warehouse], driver_memory, remote)
     start = time.perf_counter()
     summary = run_report(read_table(spark, warehouse, RESULTS), read_table(spark, warehouse, FRAMES), Path(out),
                          max_logs=50)
-    figures = {"wall_s": time.perf_counter() - start, "jvm_peak_mb": jvm_peak_mb(spark),
+    figures = {"wall_s": time.perf_counter() - start, **_jvm_figures(spark, remote),
                "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "driver_memory": conf["spark.driver.memory"],
                "shuffle_partitions": conf["spark.sql.shuffle.partitions"], **summary.counts}
     spark.stop()
+    return figures
+
+
+def process_peak_mb(pid: int) -> float:
+    """Peak resident memory (VmHWM) of process ``pid`` over its life so far, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def warm_figures(size_dir: Path, warehouse: str, ingest: bool, driver_memory: str | None) -> dict:
+    """Ingest and report on a warm Spark Connect server (``amqp-conformance spark-server``): the server is
+    started with the heap a local driver would get for the larger input, each job runs once to warm it (the
+    ``first`` figures), then again (the warm figures); the server's peak resident memory over all of it."""
+    from amqp_conformance.reports.pipeline import connect_server
+    from amqp_conformance.reports.pipeline.sizing import driver_heap_mib, input_bytes, physical_memory
+
+    inputs = [warehouse] + ([str(size_dir / "jsonl-run")] if ingest else [])
+    heap = driver_memory or f"{max(driver_heap_mib(input_bytes([d]), physical_memory()) for d in inputs)}m"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = connect_server.start_server(port, heap, log=size_dir / "connect-server.log")
+    remote = ["--remote", f"sc://127.0.0.1:{port}"]
+    figures: dict = {"heap": heap}
+    try:
+        for attempt in ("first", "warm"):
+            if ingest:
+                shutil.rmtree(size_dir / "ingested-warm", ignore_errors=True)
+                figures[f"{attempt}_ingest"] = child("--ingest-child", str(size_dir / "jsonl-run"),
+                                                     str(size_dir / "ingested-warm"), *remote)
+            figures[f"{attempt}_pipeline"] = child("--pipeline-child", warehouse, str(size_dir / f"report-{attempt}"),
+                                                   *remote)
+        figures["server_peak_mb"] = process_peak_mb(server.pid)
+    finally:
+        connect_server.stop_server(server)
     return figures
 
 
@@ -407,6 +454,9 @@ def main() -> int:
                              "'amqp-conformance report' sizes it)")
     parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
                         help="also time ingest of the data as JSON lines (default on)")
+    parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time ingest and pipeline on a warm Spark Connect server (default on)")
+    parser.add_argument("--remote", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--duckdb-child", metavar="WAREHOUSE", help=argparse.SUPPRESS)
     parser.add_argument("--ingest-child", nargs=2, metavar=("RUN_DIR", "WAREHOUSE"), help=argparse.SUPPRESS)
     parser.add_argument("--pipeline-child", nargs=2, metavar=("WAREHOUSE", "OUT"), help=argparse.SUPPRESS)
@@ -415,10 +465,10 @@ def main() -> int:
         print(json.dumps(run_duckdb(args.duckdb_child)))
         return 0
     if args.ingest_child:
-        print(json.dumps(ingest_child(*args.ingest_child, args.driver_memory)))
+        print(json.dumps(ingest_child(*args.ingest_child, args.driver_memory, args.remote)))
         return 0
     if args.pipeline_child:
-        print(json.dumps(pipeline_child(*args.pipeline_child, args.driver_memory)))
+        print(json.dumps(pipeline_child(*args.pipeline_child, args.driver_memory, args.remote)))
         return 0
 
     from amqp_conformance.reports.pipeline.session import spark_session
@@ -459,6 +509,10 @@ def main() -> int:
             figures = child("--pipeline-child", warehouse, str(report), *memory)
             duck = child("--duckdb-child", warehouse)
             agreed = agreement(report, duck)
+            warm = warm_figures(work / size, warehouse, args.ingest, args.driver_memory) if args.warm else None
+            if warm:
+                for name, ok in agreement(work / size / "report-warm", duck).items():
+                    agreed[f"{name} (warm)"] = ok
             records = n_results + n_frames
             print(f"\n== size {size}: {brokers} brokers x {versions} versions x {cases} cases x {runs} runs, "
                   f"{frames} frames a case run ==")
@@ -478,9 +532,17 @@ def main() -> int:
                   f"{figures['flaky']:,} flaky, {figures['latency']:,} latency groups, {figures['stale']:,} stale")
             print(f"duckdb (1 node): {duck['wall_s']:.1f} s wall, {records / duck['wall_s']:,.0f} records/s, "
                   f"peak memory {duck['peak_mb']:.0f} MiB; counts {duck['counts']}")
+            if warm:
+                if ingested:
+                    print(f"spark ingest on a warm Spark Connect server (heap {warm['heap']}): first "
+                          f"{warm['first_ingest']['wall_s']:.1f} s, then {warm['warm_ingest']['wall_s']:.1f} s wall")
+                print(f"spark pipeline on the warm server: first {warm['first_pipeline']['wall_s']:.1f} s, then "
+                      f"{warm['warm_pipeline']['wall_s']:.1f} s wall; server JVM peak {warm['server_peak_mb']:.0f} MiB "
+                      f"over both jobs twice")
+                print(f"ratio spark (warm) / duckdb wall time: {warm['warm_pipeline']['wall_s'] / duck['wall_s']:.2f}")
             print(f"ratio spark/duckdb wall time: {figures['wall_s'] / duck['wall_s']:.2f}; outputs agree with "
                   f"DuckDB: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in agreed.items()))
-            table.append((size, records, ingested, figures, duck, agreed))
+            table.append((size, records, ingested, figures, duck, agreed, warm))
             if not args.reuse:
                 shutil.rmtree(work / size, ignore_errors=True)
     finally:
@@ -493,15 +555,22 @@ def main() -> int:
 
 
 def print_table(rows: list[tuple]) -> None:
-    """All sizes' figures side by side, one line a size (the table docs/pipeline.md records)."""
+    """All sizes' figures side by side, one line a size (the table docs/pipeline.md records): a cold JVM a
+    job, then (when measured) the warm Spark Connect server's second run of each job."""
     print("\n| size | records | Spark ingest | Spark pipeline | driver JVM peak (heap) | DuckDB | DuckDB peak "
-          "| Spark / DuckDB | outputs agree |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for size, records, ingested, spark, duck, agreed in rows:
+          "| Spark / DuckDB | warm ingest | warm pipeline | server peak (heap) | warm Spark / DuckDB "
+          "| outputs agree |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for size, records, ingested, spark, duck, agreed, warm in rows:
         ingest = f"{ingested['wall_s']:.1f} s" if ingested else "-"
+        warm_ingest = f"{warm['warm_ingest']['wall_s']:.1f} s" if warm and ingested else "-"
+        warm_cells = ("- | - | -" if not warm else
+                      f"{warm['warm_pipeline']['wall_s']:.1f} s | {warm['server_peak_mb']:,.0f} MiB ({warm['heap']}) "
+                      f"| {warm['warm_pipeline']['wall_s'] / duck['wall_s']:.2f}")
         print(f"| {size} | {records:,} | {ingest} | {spark['wall_s']:.1f} s | {spark['jvm_peak_mb']:,.0f} MiB "
               f"({spark['driver_memory']}) | {duck['wall_s']:.1f} s | {duck['peak_mb']:,.0f} MiB | "
-              f"{spark['wall_s'] / duck['wall_s']:.2f} | {'all' if all(agreed.values()) else 'NOT ALL'} |")
+              f"{spark['wall_s'] / duck['wall_s']:.2f} | {warm_ingest} | {warm_cells} "
+              f"| {'all' if all(agreed.values()) else 'NOT ALL'} |")
 
 
 if __name__ == "__main__":

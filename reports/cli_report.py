@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -70,12 +71,19 @@ def cmd_spark_server(args: argparse.Namespace) -> int:
     except connect_server.ConnectServerError as exc:
         raise Usage(str(exc)) from None
     print(f"Spark Connect server ready: amqp-conformance report RUN_DIR... --master sc://127.0.0.1:{port} "
-          f"(Ctrl-C stops it)", flush=True)
+          f"(Ctrl-C or kill stops it)", flush=True)
+    previous = signal.signal(signal.SIGTERM, _interrupted)  # kill: stop the JVM too, never leave it running
     try:
         return process.wait()
     except KeyboardInterrupt:
-        connect_server.stop_server(process)
         return 0
+    finally:
+        connect_server.stop_server(process)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _check_spark_installed(connect: bool = False) -> None:
