@@ -23,6 +23,7 @@ import json
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -261,10 +262,11 @@ def process_peak_mb(pid: int) -> float:
     return float("nan")
 
 
-def warm_figures(size_dir: Path, warehouse: str, ingest: bool, driver_memory: str | None) -> dict:
+def warm_figures(size_dir: Path, warehouse: str, ingest: bool, driver_memory: str | None, runs: int) -> dict:
     """Ingest and report on a warm Spark Connect server (``amqp-conformance spark-server``): the server is
-    started with the heap a local driver would get for the larger input, each job runs once to warm it (the
-    ``first`` figures), then again (the warm figures); the server's peak resident memory over all of it."""
+    started with the heap a local driver would get for the larger input, and each job runs ``runs`` times in
+    turn: the first run warms the server (``first_*``), the median of the others is the warm figure
+    (``warm_*``, each run's time in ``*_runs``); the server's peak resident memory over all of them."""
     from amqp_conformance.reports.pipeline import connect_server
     from amqp_conformance.reports.pipeline.sizing import driver_heap_mib, input_bytes, physical_memory
 
@@ -275,18 +277,23 @@ def warm_figures(size_dir: Path, warehouse: str, ingest: bool, driver_memory: st
         port = probe.getsockname()[1]
     server = connect_server.start_server(port, heap, log=size_dir / "connect-server.log")
     remote = ["--remote", f"sc://127.0.0.1:{port}"]
-    figures: dict = {"heap": heap}
+    times: dict[str, list[float]] = {"ingest": [], "pipeline": []}
     try:
-        for attempt in ("first", "warm"):
+        for attempt in range(runs):
             if ingest:
                 shutil.rmtree(size_dir / "ingested-warm", ignore_errors=True)
-                figures[f"{attempt}_ingest"] = child("--ingest-child", str(size_dir / "jsonl-run"),
-                                                     str(size_dir / "ingested-warm"), *remote)
-            figures[f"{attempt}_pipeline"] = child("--pipeline-child", warehouse, str(size_dir / f"report-{attempt}"),
-                                                   *remote)
-        figures["server_peak_mb"] = process_peak_mb(server.pid)
+                times["ingest"].append(child("--ingest-child", str(size_dir / "jsonl-run"),
+                                             str(size_dir / "ingested-warm"), *remote)["wall_s"])
+            report = size_dir / ("report-warm" if attempt == runs - 1 else f"report-warm-{attempt}")
+            times["pipeline"].append(child("--pipeline-child", warehouse, str(report), *remote)["wall_s"])
+        peak = process_peak_mb(server.pid)
     finally:
         connect_server.stop_server(server)
+    figures: dict = {"heap": heap, "server_peak_mb": peak}
+    for job, walls in times.items():
+        if walls:
+            figures.update({f"first_{job}": walls[0], f"warm_{job}": statistics.median(walls[1:]),
+                            f"{job}_runs": walls})
     return figures
 
 
@@ -456,11 +463,16 @@ def main() -> int:
                         help="also time ingest of the data as JSON lines (default on)")
     parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
                         help="also time ingest and pipeline on a warm Spark Connect server (default on)")
+    parser.add_argument("--warm-runs", type=int, default=3,
+                        help="runs of each job on the warm server: the first warms it, the median of the rest "
+                             "is the warm figure (default 3, at least 2)")
     parser.add_argument("--remote", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--duckdb-child", metavar="WAREHOUSE", help=argparse.SUPPRESS)
     parser.add_argument("--ingest-child", nargs=2, metavar=("RUN_DIR", "WAREHOUSE"), help=argparse.SUPPRESS)
     parser.add_argument("--pipeline-child", nargs=2, metavar=("WAREHOUSE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.warm_runs < 2:
+        parser.error("--warm-runs must be at least 2 (the first run only warms the server)")
     if args.duckdb_child:
         print(json.dumps(run_duckdb(args.duckdb_child)))
         return 0
@@ -509,7 +521,8 @@ def main() -> int:
             figures = child("--pipeline-child", warehouse, str(report), *memory)
             duck = child("--duckdb-child", warehouse)
             agreed = agreement(report, duck)
-            warm = warm_figures(work / size, warehouse, args.ingest, args.driver_memory) if args.warm else None
+            warm = warm_figures(work / size, warehouse, args.ingest, args.driver_memory, args.warm_runs) \
+                if args.warm else None
             if warm:
                 for name, ok in agreement(work / size / "report-warm", duck).items():
                     agreed[f"{name} (warm)"] = ok
@@ -533,13 +546,14 @@ def main() -> int:
             print(f"duckdb (1 node): {duck['wall_s']:.1f} s wall, {records / duck['wall_s']:,.0f} records/s, "
                   f"peak memory {duck['peak_mb']:.0f} MiB; counts {duck['counts']}")
             if warm:
+                runs_of = {job: ", ".join(f"{t:.1f}" for t in warm.get(f"{job}_runs", []))
+                           for job in ("ingest", "pipeline")}
                 if ingested:
-                    print(f"spark ingest on a warm Spark Connect server (heap {warm['heap']}): first "
-                          f"{warm['first_ingest']['wall_s']:.1f} s, then {warm['warm_ingest']['wall_s']:.1f} s wall")
-                print(f"spark pipeline on the warm server: first {warm['first_pipeline']['wall_s']:.1f} s, then "
-                      f"{warm['warm_pipeline']['wall_s']:.1f} s wall; server JVM peak {warm['server_peak_mb']:.0f} MiB "
-                      f"over both jobs twice")
-                print(f"ratio spark (warm) / duckdb wall time: {warm['warm_pipeline']['wall_s'] / duck['wall_s']:.2f}")
+                    print(f"spark ingest on a warm Spark Connect server (heap {warm['heap']}): {runs_of['ingest']} s "
+                          f"wall, run by run; warm (median after the first) {warm['warm_ingest']:.1f} s")
+                print(f"spark pipeline on the warm server: {runs_of['pipeline']} s wall, run by run; warm "
+                      f"{warm['warm_pipeline']:.1f} s; server JVM peak {warm['server_peak_mb']:.0f} MiB over all runs")
+                print(f"ratio spark (warm) / duckdb wall time: {warm['warm_pipeline'] / duck['wall_s']:.2f}")
             print(f"ratio spark/duckdb wall time: {figures['wall_s'] / duck['wall_s']:.2f}; outputs agree with "
                   f"DuckDB: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in agreed.items()))
             table.append((size, records, ingested, figures, duck, agreed, warm))
@@ -563,10 +577,10 @@ def print_table(rows: list[tuple]) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size, records, ingested, spark, duck, agreed, warm in rows:
         ingest = f"{ingested['wall_s']:.1f} s" if ingested else "-"
-        warm_ingest = f"{warm['warm_ingest']['wall_s']:.1f} s" if warm and ingested else "-"
+        warm_ingest = f"{warm['warm_ingest']:.1f} s" if warm and ingested else "-"
         warm_cells = ("- | - | -" if not warm else
-                      f"{warm['warm_pipeline']['wall_s']:.1f} s | {warm['server_peak_mb']:,.0f} MiB ({warm['heap']}) "
-                      f"| {warm['warm_pipeline']['wall_s'] / duck['wall_s']:.2f}")
+                      f"{warm['warm_pipeline']:.1f} s | {warm['server_peak_mb']:,.0f} MiB ({warm['heap']}) "
+                      f"| {warm['warm_pipeline'] / duck['wall_s']:.2f}")
         print(f"| {size} | {records:,} | {ingest} | {spark['wall_s']:.1f} s | {spark['jvm_peak_mb']:,.0f} MiB "
               f"({spark['driver_memory']}) | {duck['wall_s']:.1f} s | {duck['peak_mb']:,.0f} MiB | "
               f"{spark['wall_s'] / duck['wall_s']:.2f} | {warm_ingest} | {warm_cells} "
