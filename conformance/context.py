@@ -79,10 +79,13 @@ class CaseContext:
         ask = getattr(self.admin, "open_hostname", None)
         return ask() if ask is not None else None
 
-    def wait_for(self, observation: str) -> float:
-        """How long to watch for ``observation``: quiet if the row expects nothing, else what is left of the
-        case's time-out (:meth:`time_left`)."""
-        return self.quiet if expects_nothing(self.expected.get(observation)) else self.time_left()
+    def wait_for(self, observation: str, when_nothing_comes: Any = None) -> float:
+        """How long to watch for ``observation``: quiet if the row expects nothing, or expects
+        ``when_nothing_comes`` (the value the script observes when the awaited frame never comes, e.g.
+        "attached" for a link no detach ends), else what is left of the case's time-out (:meth:`time_left`)."""
+        expected = self.expected.get(observation)
+        absent = expects_nothing(expected) or (when_nothing_comes is not None and expected == when_nothing_comes)
+        return self.quiet if absent else self.time_left()
 
     def time_left(self) -> float:
         """The time-out less what the case has used of it (time queued for a turn under ``run -n`` not

@@ -264,10 +264,46 @@ def _states(ctx: CaseContext, peer: Any, since: int) -> dict[str, Any]:
     return states()
 
 
+def our_channel_of(frames: list[Frame], broker_channel: int, default: int) -> int:
+    """Our channel of the session the broker sends on ``broker_channel``: the ``remote-channel`` of the
+    broker's begin on that channel (2.5.1: the two ends of a session may number it differently); ``default``
+    when that begin is not in ``frames``."""
+    for frame in frames:
+        if (frame.direction == "in" and frame.performative == "begin" and frame.channel == broker_channel
+                and frame.fields.get("remote-channel") is not None):
+            return int(frame.fields["remote-channel"])
+    return default
+
+
+def free_channel(frames: list[Frame], after: int) -> int:
+    """The lowest channel above ``after`` on which we never began a session (so never one still in use: a
+    session the broker ended is ours until we end it too, 2.5.5)."""
+    used = {frame.channel for frame in frames if frame.direction == "out" and frame.performative == "begin"}
+    channel = after + 1
+    while channel in used:
+        channel += 1
+    return channel
+
+
 def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None) -> bool:
-    """Whether the connection still works: answer the broker's end or detach as a peer must, then begin a
-    new session and see the broker answer it."""
+    """Whether the connection still works: answer the broker's end or detach as a peer must (on our channel
+    of the session it came on), then begin a new session on a channel never used and see the broker answer
+    it."""
     if peer.eof or (answer is not None and answer.performative == "close"):
+        return False
+    try:
+        if answer is not None and answer.performative in ("end", "detach"):
+            ours = our_channel_of(peer.frames, answer.channel, raw.channel)
+            body = (described("end") if answer.performative == "end"
+                    else described("detach", handle=uint(raw.handle), closed=True))
+            peer.send_raw(encode_frame(body, channel=ours))
+        probe = free_channel(peer.frames, raw.channel)
+        since = peer.mark()
+        peer.send_raw(encode_frame(described("begin", next_outgoing_id=uint(0), incoming_window=uint(100),
+                                             outgoing_window=uint(100)), channel=probe))
+        peer.expect("begin", since, remote_channel=probe)
+        return True
+    except (ExpectationFailed, PeerError):
         return False
     try:
         if answer is not None and answer.performative == "end":

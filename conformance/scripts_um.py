@@ -210,13 +210,16 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
 def _resubscribe(ctx: CaseContext, peer: ScriptedPeer) -> str:
     """Attach a new (non-durable) subscriber of the node on ``peer``'s connection, on a new session: whether
-    it stays "attached" or the broker "detached" it (watched for the row's time)."""
+    it stays "attached" or the broker "detached" it. A row expecting "attached" expects no frame, so the
+    watch is the quiet time after the broker's attach (a detach of the new link answers its attach); else
+    the case's time-out."""
     session = setup_step("begin a second session", peer.begin)
     since = peer.mark()
     _, attach = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node,
                            name=f"sub-{uuid.uuid4().hex[:8]}", credit=0)
     new_handle = broker_handle(attach)
-    peer.pump(lambda: detach_seen(peer, new_handle, since) is not None, ctx.wait_for("resubscribed"), session)
+    peer.pump(lambda: detach_seen(peer, new_handle, since) is not None,
+              ctx.wait_for("resubscribed", when_nothing_comes="attached"), session)
     return "detached" if detach_seen(peer, new_handle, since) else "attached"
 
 
