@@ -96,11 +96,10 @@ def _check_spark_installed(connect: bool = False) -> None:
     except ImportError:
         raise Usage(SPARK_MISSING) from None
     if connect:
-        try:
-            import grpc  # noqa: F401
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise Usage(CONNECT_MISSING) from None
+        try:  # PySpark checks the Connect client's own dependencies (grpcio, pandas, pyarrow, ...) on import
+            import pyspark.sql.connect.session  # noqa: F401
+        except ImportError as exc:
+            raise Usage(f"{CONNECT_MISSING} ({exc})") from None
     if not shutil.which("java") and not _java_home():
         raise Usage(JAVA_MISSING)
 
