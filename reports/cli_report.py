@@ -25,7 +25,8 @@ JAVA_MISSING = "the report pipeline runs Spark, which needs Java 17 or later: in
 
 
 def add_report_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add the ``report`` sub-command to ``commands`` (the CLI's sub-parsers); returns its parser."""
+    """Add the ``report`` and ``spark-server`` sub-commands to ``commands`` (the CLI's sub-parsers); returns
+    ``report``'s parser."""
     report = commands.add_parser("report", help="the results pipeline (Spark): compliance matrix, regressions, "
                                                 "flaky cases, latencies")
     report.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
