@@ -230,6 +230,90 @@ def stale_triage(triage: dict[str, dict[str, str]], results: list[MutantResult])
     return sorted(name for name in triage if module_of(name) in run_modules and name not in surviving)
 
 
+def survivor_diffs(path: Path) -> dict[str, str]:
+    """The survivors' diffs of a report's ``survivors.md`` by mutant name (empty when there is no such file)."""
+    if not path.is_file():
+        return {}
+    diffs = {}
+    for block in re.split(r"^## ", path.read_text(encoding="utf-8"), flags=re.MULTILINE)[1:]:
+        head, _, rest = block.partition("\n")
+        found = re.search(r"```diff\n(.*?)```", rest, re.DOTALL)
+        diffs[head.split(" ")[0]] = found.group(1) if found else ""
+    return diffs
+
+
+def diff_key(diff: str) -> str:
+    """A mutant's diff without what renumbering changes: its ``@@`` line positions and mutmut's numbers."""
+    lines = [line for line in diff.strip().splitlines() if not line.startswith("@@")]
+    return re.sub(r"__mutmut_\d+", "__mutmut_N", "\n".join(lines))
+
+
+@dataclass
+class CarryOver:
+    """Triage entries to carry over to renumbered mutants: ``moves`` (triaged name -> the surviving mutant
+    whose diff is the one that entry was written for) and ``unmatched`` (entries whose own mutant now has
+    another diff, or is gone, and whose diff no survivor has: to triage again by hand)."""
+
+    moves: dict[str, str] = field(default_factory=dict)
+    unmatched: list[str] = field(default_factory=list)
+
+
+def carry_over(triage: dict[str, dict[str, str]], results: list[MutantResult],
+               previous: dict[str, str]) -> CarryOver:
+    """Match triage entries to this run's survivors by diff (:func:`diff_key`), given the ``previous``
+    report's diffs (:func:`survivor_diffs`): mutmut numbers a function's mutants in order, so a change to a
+    mutated function renames its survivors, and an entry may now name a killed mutant, or another survivor.
+    An entry moves to the survivor (same module) that has the diff it was written for, unless its own name
+    still has that diff."""
+    run_modules = {r.module for r in results}
+    survivors = {r.name: diff_key(r.diff) for r in results if not r.killed}
+    written_for = {name: diff_key(previous[name]) for name in triage
+                   if name in previous and module_of(name) in run_modules}
+    wanted = [name for name, key in written_for.items() if survivors.get(name) != key]
+    settled = {name for name, key in written_for.items() if survivors.get(name) == key}
+    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for name, key in sorted(survivors.items()):
+        if name not in settled:
+            by_key[(module_of(name), key)].append(name)
+    carry = CarryOver()
+    for name in sorted(wanted):
+        candidates = by_key.get((module_of(name), written_for[name]), [])
+        if candidates:
+            carry.moves[name] = candidates.pop(0)
+        else:
+            carry.unmatched.append(name)
+    while True:  # a move onto a name whose own entry stays would triage that mutant twice: drop it
+        blocked = [old for old, new in carry.moves.items() if new in triage and new not in carry.moves]
+        if not blocked:
+            break
+        for old in blocked:
+            del carry.moves[old]
+            carry.unmatched.append(old)
+    carry.unmatched.sort()
+    return carry
+
+
+def apply_carry_over(moves: dict[str, str], directory: Path = TRIAGE_DIR) -> int:
+    """Rename the entries of ``moves`` in the triage files of ``directory`` (all at once, so a swap or a chain
+    of renames comes out right); returns the number of entries renamed."""
+    renamed = 0
+    for path in sorted(directory.glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+
+        def rename(match: re.Match) -> str:
+            nonlocal renamed
+            old = match.group(2)
+            if old not in moves:
+                return match.group(0)
+            renamed += 1
+            return f'{match.group(1)}"{moves[old]}"'
+
+        changed = re.sub(r'^(name\s*=\s*)"([^"]+)"', rename, text, flags=re.MULTILINE)
+        if changed != text:
+            path.write_text(changed, encoding="utf-8")
+    return renamed
+
+
 # -- the run ------------------------------------------------------------------------------------------
 
 
@@ -309,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
     parser.add_argument("--report-only", action="store_true",
                         help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    parser.add_argument("--previous", type=Path, default=None,
+                        help="the survivors.md the triage was written against (default: OUT/survivors.previous.md, "
+                             "the report this run replaced): entries are matched to renumbered mutants by diff")
+    parser.add_argument("--carry-triage", action="store_true",
+                        help="rename the triage entries whose mutants were renumbered (matched by diff) in "
+                             "docs/mutation-triage before reporting")
     args = parser.parse_args(argv)
     try:
         triage = load_triage()
@@ -327,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         kills.unlink(missing_ok=True)
+        if (args.out / "survivors.md").is_file():  # what the triage was written against: carry_over's input
+            (args.out / "survivors.md").replace(args.out / "survivors.previous.md")
         print(f"== mutation: mutmut over {', '.join(modules)}; the catalogue against the reference broker",
               flush=True)
         build_workdir(broker_dir, modules, "reference")
@@ -353,6 +445,21 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         if not result.killed:
             result.diff = diff_of(workdirs[result.name], result.name)
+    previous = survivor_diffs(args.previous or args.out / "survivors.previous.md")
+    carry = carry_over(triage, results, previous)
+    if carry.moves and args.carry_triage:
+        print(f"triage carried over to renumbered mutants: {apply_carry_over(carry.moves)} entries renamed")
+        triage = load_triage()
+        for result in results:
+            result.triage = triage.get(result.name)
+        carry = carry_over(triage, results, {carry.moves.get(n, n): d for n, d in previous.items()})
+    elif carry.moves:
+        print("triage entries whose mutants were renumbered (same diff; --carry-triage renames them):")
+        for old, new in sorted(carry.moves.items()):
+            print(f"  {old.rsplit('.', 1)[-1]} -> {new.rsplit('.', 1)[-1]}")
+    if carry.unmatched:
+        print("triage entries written for a diff no survivor has now (triage them again): "
+              + ", ".join(name.rsplit(".", 1)[-1] for name in carry.unmatched))
     elapsed = time.monotonic() - started
     return report(results, triage, elapsed, args.out, args.target)
 
