@@ -305,16 +305,3 @@ def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None) -
         return True
     except (ExpectationFailed, PeerError):
         return False
-    try:
-        if answer is not None and answer.performative == "end":
-            peer.send_raw(encode_frame(described("end"), channel=raw.channel))
-        elif answer is not None and answer.performative == "detach":
-            peer.send_raw(encode_frame(described("detach", handle=uint(raw.handle), closed=True), channel=raw.channel))
-        probe = raw.channel + 1
-        since = peer.mark()
-        peer.send_raw(encode_frame(described("begin", next_outgoing_id=uint(0), incoming_window=uint(100),
-                                             outgoing_window=uint(100)), channel=probe))
-        peer.expect("begin", since, remote_channel=probe)
-        return True
-    except (ExpectationFailed, PeerError):
-        return False
