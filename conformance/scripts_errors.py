@@ -96,7 +96,7 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
         if setup in ("sender", "sender-second"):
             sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node,
                                    rcv_settle_mode="second" if setup == "sender-second" else "first")
-            raw.handle = peer.handle_of(sender)
+            raw.handle, raw.link_name = peer.handle_of(sender), sender.name
             if given["provocation"] == "withhold-credit":
                 peer.pump(timeout=ctx.quiet)
             else:
@@ -104,7 +104,7 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
             raw.credit = sender.credit
         elif setup == "receiver":
             receiver, _ = setup_step("attach receiver", peer.attach_receiver, session, ctx.node)
-            raw.handle = peer.handle_of(receiver)
+            raw.handle, raw.link_name = peer.handle_of(receiver), receiver.name
     peer.go_raw()
     if setup == "raw-sender":
         _attach_raw_sender(ctx, peer, raw, given["attach"])
@@ -275,6 +275,29 @@ def our_channel_of(frames: list[Frame], broker_channel: int, default: int) -> in
     return default
 
 
+def our_handle_of(frames: list[Frame], detach: Frame, default: int) -> int:
+    """Our handle of the link the broker's ``detach`` ends: the handle of our latest attach, before it, with
+    the name of the broker's latest attach of that handle on that session and the other role (two links may
+    share a name, one each way: 2.6.1); ``default`` when those attaches are not in ``frames``."""
+    theirs = ours = None
+    for frame in frames:
+        if frame is detach:
+            break
+        if (frame.direction == "in" and frame.performative == "attach" and frame.channel == detach.channel
+                and frame.fields.get("handle") == detach.fields.get("handle")):
+            theirs = frame
+    if theirs is None:
+        return default
+    for frame in frames:
+        if frame is detach:
+            break
+        if (frame.direction == "out" and frame.performative == "attach"
+                and frame.fields.get("name") == theirs.fields.get("name")
+                and frame.fields.get("role") != theirs.fields.get("role")):
+            ours = frame
+    return default if ours is None else int(ours.fields["handle"])
+
+
 def free_channel(frames: list[Frame], after: int) -> int:
     """The lowest channel above ``after`` on which we never began a session (so never one still in use: a
     session the broker ended is ours until we end it too, 2.5.5)."""
@@ -295,7 +318,8 @@ def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None) -
         if answer is not None and answer.performative in ("end", "detach"):
             ours = our_channel_of(peer.frames, answer.channel, raw.channel)
             body = (described("end") if answer.performative == "end"
-                    else described("detach", handle=uint(raw.handle), closed=True))
+                    else described("detach", handle=uint(our_handle_of(peer.frames, answer, raw.handle)),
+                                   closed=True))
             peer.send_raw(encode_frame(body, channel=ours))
         probe = free_channel(peer.frames, raw.channel)
         since = peer.mark()

@@ -20,7 +20,8 @@ specification. A frame specification is a dict (a TOML inline table):
 
 Strings starting with ``$`` are placeholders resolved from a :class:`RawContext` (``$channel``, ``$handle``,
 ``$delivery-id``: the next delivery-id of the session, taken once per use, ``$tag``: a fresh delivery tag,
-``$credit``: the link credit the broker granted, ``$node``: the case's node address, ``$container-id``: a
+``$credit``: the link credit the broker granted, ``$link-name``: the name of the set-up's link (a second link
+may share it, one each way), ``$node``: the case's node address, ``$container-id``: a
 container-id of the case's own (a second open's, say: unique to the case run like its node, so cases side by
 side never present one container-id twice; ActiveMQ Classic refuses one that is already connected), ``$max-frame-size``,
 ``$channel-max``, ``$handle-max``; ``$<number>+1``: one more, e.g. ``$handle+1``). Nothing here is a codec: every
@@ -119,6 +120,7 @@ class RawContext:
     credit: int = 0
     next_delivery_id: int = 0
     node: str = ""  # the case's node address (a target or source address)
+    link_name: str = ""  # the name of the link the set-up attached (a second link may share it: 2.6.1)
     limits: dict[str, int] = field(default_factory=dict)  # "max-frame-size", "channel-max", "handle-max"
     _tags: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -133,7 +135,8 @@ class RawContext:
         if key == "tag":
             return f"raw-{next(self._tags)}".encode()
         plain: dict[str, Any] = {"channel": self.channel, "handle": self.handle, "credit": self.credit,
-                                 "node": self.node, "container-id": f"{self.node}.again", **self.limits}
+                                 "node": self.node, "container-id": f"{self.node}.again",
+                                 "link-name": self.link_name, **self.limits}
         if key in plain:
             return plain[key]
         base = key.removesuffix("+1")
