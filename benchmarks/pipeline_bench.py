@@ -194,10 +194,7 @@ def _jvm_pid(spark) -> int:
 
 def jvm_peak_mb(spark) -> float:
     """Peak resident memory (VmHWM) of the driver JVM over its whole life, in MiB."""
-    for line in Path(f"/proc/{_jvm_pid(spark)}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return process_peak_mb(_jvm_pid(spark))
 
 
 def _session(data: list[str], driver_memory: str | None, remote: str | None = None):
