@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .local_fs import local_fs_conf
 from .session import DRIVER_GC, LOG4J
 from .sizing import PLAN_CONF
 
@@ -64,9 +65,9 @@ def _config_file(name: str, text: str) -> Path:
 
 
 def server_command(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, master: str = "local[*]",
-                   home: Path | None = None) -> list[str]:
+                   home: Path | None = None, extra: dict[str, str] | None = None) -> list[str]:
     """The ``spark-submit`` command line of a Connect server on ``127.0.0.1:port`` with a driver heap of
-    ``memory`` on ``master``; its settings are the module's (see the module docstring)."""
+    ``memory`` on ``master``; its settings are the module's (see the module docstring), plus ``extra``."""
     home = home or spark_home()
     log4j = _config_file("amqp-conformance-log4j2.properties", LOG4J)
     pools = _config_file("amqp-conformance-fair-pools.xml", FAIR_DEFAULT_POOL)
@@ -75,6 +76,7 @@ def server_command(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, maste
             "spark.scheduler.allocation.file": str(pools), **PLAN_CONF}
     if master.startswith("local"):
         conf.update({"spark.driver.bindAddress": HOST, "spark.driver.host": HOST})
+    conf.update(extra or {})
     command = [str(home / "bin" / "spark-submit"), "--master", master, "--driver-memory", memory,
                "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j} {DRIVER_GC}",
                *connect_jar_arguments(home), "--class", CONNECT_SERVER_CLASS]
@@ -95,7 +97,8 @@ def start_server(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, master:
     """Start a Connect server (see :func:`server_command`) and return once it accepts connections on
     ``127.0.0.1:port``; its output goes to ``log`` (default: inherited). Raises :class:`ConnectServerError`
     when the port is taken, or the server exits or does not listen within ``timeout`` seconds (it is then
-    stopped, and the error names the log's tail)."""
+    stopped, and the error names the log's tail). A local server writes local files without a ``chmod``
+    process per file (:mod:`.local_fs`)."""
     if port_open(port):
         raise ConnectServerError(f"127.0.0.1:{port} is already in use; choose another port with --port, or give "
                                  f"the server already there to report with --master sc://127.0.0.1:{port}")
@@ -103,7 +106,8 @@ def start_server(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, master:
     env = {**os.environ, "SPARK_HOME": str(home)}
     sink = log.open("ab") if log else None
     try:
-        process = subprocess.Popen(server_command(port, memory, master, home), env=env, stdout=sink,
+        extra = local_fs_conf() if master.startswith("local") else {}
+        process = subprocess.Popen(server_command(port, memory, master, home, extra), env=env, stdout=sink,
                                    stderr=subprocess.STDOUT if sink else None)
     finally:
         if sink:

@@ -70,6 +70,18 @@ def _connect_session(url: str, shuffle_partitions: int | None, conf: dict[str, s
     return spark
 
 
+def _chmodless_conf(conf: dict[str, str]) -> dict[str, str]:
+    """The settings of :func:`.local_fs.local_fs_conf` when this process is about to start its driver JVM
+    (they take effect only then) and ``conf`` chooses no local file system or driver class path of its own."""
+    from pyspark import SparkContext
+
+    from .local_fs import CLASS_PATH_KEY, FS_KEY, local_fs_conf
+
+    if SparkContext._gateway is not None or FS_KEY in conf or CLASS_PATH_KEY in conf:
+        return {}
+    return local_fs_conf()
+
+
 def spark_session(master: str | None = None, app_name: str = "amqp-conformance-report",
                   shuffle_partitions: int | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession on ``master`` (default ``local[*]``, or the one ``spark-submit`` already set), UI off,
@@ -78,7 +90,8 @@ def spark_session(master: str | None = None, app_name: str = "amqp-conformance-r
 
     Under ``spark-submit`` the master it was given wins when ``master`` is None. A ``sc://host:port`` master
     is a Spark Connect server (see :mod:`.connect_server`): the session's SQL settings are set for this
-    client's session only, the JVM's settings stay the server's.
+    client's session only, the JVM's settings stay the server's. A local driver that this call starts writes
+    local files without a ``chmod`` process per file (:mod:`.local_fs`) unless ``conf`` names its own.
     """
     if is_connect_url(master):
         return _connect_session(master, shuffle_partitions, conf)
@@ -99,6 +112,8 @@ def spark_session(master: str | None = None, app_name: str = "amqp-conformance-r
                .config("spark.sql.maxConcurrentOutputFileWriters", str(CONCURRENT_WRITERS)))
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if local and not submitted:
+        conf = {**_chmodless_conf(conf or {}), **(conf or {})}
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
