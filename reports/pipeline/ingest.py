@@ -35,6 +35,7 @@ from .schema import (
     RESULTS_TABLE,
 )
 from .session import is_connect
+from .small_frames import local_frame
 
 RESULTS = "results"
 FRAMES = "frames"
@@ -329,8 +330,7 @@ def runs_by_file(spark: SparkSession, files: Sequence[str], runs: Sequence[RunOf
     rows = [(name, run.run_id, run.broker, run.broker_version, run.run_date)
             for name in spark.read.text(list(files)).inputFiles()
             for run in by_dir.get(pattern.sub("", name), [])]
-    return spark.createDataFrame(
-        rows, "file string, run_id string, broker string, broker_version string, run_date date")
+    return local_frame(spark, rows, "file string, run_id string, broker string, broker_version string, run_date date")
 
 
 def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: Sequence[RunOfFrames],
@@ -389,7 +389,7 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
         current = owners.get(row["run_id"])
         if current is None or order.get(_plain_uri(row["run_dir"]), 0) < order.get(_plain_uri(current), 0):
             owners[row["run_id"]] = row["run_dir"]
-    owner_df = spark.createDataFrame(sorted(owners.items()), "run_id string, run_dir string")
+    owner_df = local_frame(spark, sorted(owners.items()), "run_id string, run_dir string")
     results = results.join(F.broadcast(owner_df), ["run_id", "run_dir"]).drop("run_dir")
     read = sum(row["count"] for row in run_rows if owners[row["run_id"]] == row["run_dir"])
     # observed last in this plan (Spark Connect reports only a plan's last observation; `checked` is done)

@@ -18,6 +18,8 @@ from amqp_conformance.peers.frames import render
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
+from .small_frames import local_frame
+
 FINDINGS_FILES = {"regressions": "regressions.json", "flaky": "flaky.json", "latency": "latency.json",
                   "stale": "stale-deviations.json"}
 LOG_FRAMES = 400  # frames shown per embedded frame log
@@ -64,10 +66,9 @@ def frame_logs(frames: DataFrame, cells: Iterable[dict[str, Any]], limit: int) -
     if not chosen:
         return {}
     spark = frames.sparkSession
-    keys = spark.createDataFrame([(c["run_id"], c["case_id"], c["expectation_set"], c["broker"], c["broker_version"])
-                                  for c in chosen],
-                                 "run_id string, case_id string, expectation_set string, cell_broker string, "
-                                 "cell_version string")
+    keys = local_frame(spark, [(c["run_id"], c["case_id"], c["expectation_set"], c["broker"], c["broker_version"])
+                               for c in chosen],
+                       "run_id string, case_id string, expectation_set string, cell_broker string, cell_version string")
     runs = sorted({c["run_id"] for c in chosen})  # read only those runs' partitions
     wanted = (frames.filter(F.col("run_id").isin(runs) & (F.col("seq") < LOG_FRAMES))
               .join(F.broadcast(keys), ["run_id", "case_id", "expectation_set"]))
