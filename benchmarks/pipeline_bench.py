@@ -22,7 +22,6 @@ import argparse
 import json
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -269,9 +268,7 @@ def warm_figures(size_dir: Path, warehouse: str, ingest: bool, driver_memory: st
 
     inputs = [warehouse] + ([str(size_dir / "jsonl-run")] if ingest else [])
     heap = driver_memory or f"{max(driver_heap_mib(input_bytes([d]), physical_memory()) for d in inputs)}m"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = connect_server.free_port()
     server = connect_server.start_server(port, heap, log=size_dir / "connect-server.log")
     remote = ["--remote", f"sc://127.0.0.1:{port}"]
     times: dict[str, list[float]] = {"ingest": [], "pipeline": []}

@@ -85,6 +85,13 @@ def server_command(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, maste
     return [*command, "spark-internal"]
 
 
+def free_port(host: str = HOST) -> int:
+    """A TCP port on ``host`` that nothing listens on now (the system's choice), for a server of one's own."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
 def port_open(port: int, host: str = HOST) -> bool:
     """True when something accepts TCP connections on ``host:port``."""
     with socket.socket() as probe:
