@@ -120,7 +120,7 @@ class RawContext:
     credit: int = 0
     next_delivery_id: int = 0
     node: str = ""  # the case's node address (a target or source address)
-    link_name: str = ""  # the name of the link the set-up attached (a second link may share it: 2.6.1)
+    link_name: str = ""  # the name of the link the set-up attached, if any (a second link may share it: 2.6.1)
     limits: dict[str, int] = field(default_factory=dict)  # "max-frame-size", "channel-max", "handle-max"
     _tags: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -135,8 +135,9 @@ class RawContext:
         if key == "tag":
             return f"raw-{next(self._tags)}".encode()
         plain: dict[str, Any] = {"channel": self.channel, "handle": self.handle, "credit": self.credit,
-                                 "node": self.node, "container-id": f"{self.node}.again",
-                                 "link-name": self.link_name, **self.limits}
+                                 "node": self.node, "container-id": f"{self.node}.again", **self.limits}
+        if self.link_name:  # a set-up without a link has no name to give: $link-name is then unknown, not ""
+            plain["link-name"] = self.link_name
         if key in plain:
             return plain[key]
         base = key.removesuffix("+1")
@@ -240,7 +241,8 @@ def check_spec(spec: Any) -> str | None:
     if "performative" in spec and spec["performative"] not in BY_NAME:
         return f"unknown performative {spec['performative']!r}"
     try:
-        frame_bytes(spec, RawContext(limits={"max-frame-size": 512, "channel-max": 0, "handle-max": 0}, credit=1))
+        frame_bytes(spec, RawContext(limits={"max-frame-size": 512, "channel-max": 0, "handle-max": 0}, credit=1,
+                                     link_name="link"))
     except (FrameSpecError, KeyError, ValueError, TypeError) as exc:
         return str(exc)
     return None

@@ -221,6 +221,10 @@ def test_bad_frame_specifications_are_explained():
     assert "no field" in check_spec({"performative": "begin", "fields": {"nonsense": 1}})
     with pytest.raises(FrameSpecError, match="unknown placeholder"):
         frame_bytes({"performative": "begin", "fields": {"handle-max": "$nope"}}, RawContext())
+    attach = {"performative": "attach", "fields": {"name": "$link-name", "handle": 1, "role": "receiver"}}
+    assert frames_of(attach, ctx=RawContext(link_name="x"))[0].fields["name"] == "x"
+    with pytest.raises(FrameSpecError, match="unknown placeholder '\\$link-name'"):
+        frame_bytes(attach, RawContext())  # a set-up without a link: no name, not an empty one
 
 
 def test_random_frame_bodies_never_crash_the_broker():
