@@ -111,9 +111,9 @@ def start_server(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, master:
                                  f"the server already there to report with --master sc://127.0.0.1:{port}")
     home = spark_home()
     env = {**os.environ, "SPARK_HOME": str(home)}
+    extra = local_fs_conf() if master.startswith("local") else {}
     sink = log.open("ab") if log else None
     try:
-        extra = local_fs_conf() if master.startswith("local") else {}
         process = subprocess.Popen(server_command(port, memory, master, home, extra), env=env, stdout=sink,
                                    stderr=subprocess.STDOUT if sink else None)
     finally:

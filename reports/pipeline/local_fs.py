@@ -33,7 +33,7 @@ COST = "writes start a chmod process per file and folder, which makes ingest slo
 
 def jar_of(home: Path) -> Path:
     """The jar of a built :data:`CHMODLESS_FS` home (its ``lib/`` holds that jar alone)."""
-    return next(iter(sorted((home / "lib").glob("*.jar"))))
+    return sorted((home / "lib").glob("*.jar"))[0]
 
 
 def local_fs_conf(progress: Callable[[str], None] = say, root: Path | None = None) -> dict[str, str]:
