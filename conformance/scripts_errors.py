@@ -26,6 +26,7 @@ from .scripts_core import wait_for
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
 PUBLISHING_SETUPS = ("sender", "sender-second", "raw-sender")  # they wait for credit with no consumer attached
+LINKED_SETUPS = ("sender", "sender-second", "receiver")  # they attach a link of ours: $handle and $link-name are its
 ENDINGS = ("close", "end", "detach")
 MAX_RAW_FRAME = 16 * 1024 * 1024
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 from amqp_conformance.conformance.catalogue import load_catalogue
+from amqp_conformance.conformance.scripts_errors import LINKED_SETUPS
 from amqp_conformance.peers.frames import FrameSplitter, FramingError
 from amqp_conformance.peers.rawframes import FIELD_TYPES, RawContext, frame_bytes
 from proton import Data
@@ -61,7 +62,8 @@ def problems(performative: str, fields: dict, types: tuple[int, ...], continuati
 
 
 def _frames_of(case) -> list[tuple[dict, list]]:
-    raw = RawContext(limits={"max-frame-size": 512, "channel-max": 3, "handle-max": 7}, credit=1)
+    raw = RawContext(limits={"max-frame-size": 512, "channel-max": 3, "handle-max": 7}, credit=1,
+                     link_name="link" if case.given.get("setup") in LINKED_SETUPS else "")
     built = []
     for spec in case.given["frames"]:
         splitter = FrameSplitter("out", size_limit=1 << 30, field_types=True)
