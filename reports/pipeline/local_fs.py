@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from amqp_conformance.fixtures.brokers import UsageProblem
 from amqp_conformance.fixtures.maven_build import MavenBuild, availability, ensure_built
+from amqp_conformance.fixtures.usage import UsageProblem
 from amqp_conformance.peers.toolchain import say
 
 FS_CLASS = "org.amqpconformance.localfs.ChmodlessLocalFileSystem"
