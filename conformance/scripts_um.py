@@ -22,7 +22,7 @@ from amqp_conformance.peers.transactions import (
     dispose_transactional,
     send_transactional,
 )
-from proton import Message, Receiver, Sender, symbol
+from proton import Message, Receiver, Sender, Session, symbol
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
 from .scripts import (
@@ -251,7 +251,11 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     attaches a link of the same name and sends ``r1`` with the first transfer's delivery-tag: ``reattached``
     is the broker's disposition of r1 (a new link, and a tag free again once its delivery was settled, 2.6.12).
     ``many_transactions`` first runs empty transactions on the coordinator link (:func:`_many_transactions`):
-    ``many_transactions`` is what became of them.
+    ``many_transactions`` is what became of them. ``control_link`` other than ``kept`` ends the control link
+    before the discharge, which then goes over another: ``link-closed`` closes it on a live session, beside a
+    second coordinator link with a transaction of its own holding ``m2`` (:func:`_close_control_link`;
+    ``other_discharge`` is the answer to committing that one after the discharge), ``connection-closed``
+    closes the connection and discharges over a second one.
     """
     observed: dict[str, Any] = {}
     names = TxnNames()
@@ -326,15 +330,27 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         if given["discharge"] == "close":
             peer.close()  # the connection ends with the transaction neither committed nor rolled back
         else:
+            controller, other_txn = peer, None
+            if given["control_link"] == "link-closed":
+                coordinator, other_txn = _close_control_link(ctx, peer, session, coordinator, sender, names)
+            elif given["control_link"] == "connection-closed":
+                peer.close()  # its control link goes with it
+                controller, session = open_session(ctx, "second controller")
+                coordinator, _ = setup_step("attach a coordinator", attach_coordinator, controller, session)
             target = txn_id if given["discharge_id"] == "declared" else \
                 f"never-declared-{uuid.uuid4().hex[:8]}".encode()
             fail = DISCHARGE_FAIL[given["discharge"]]
-            frame = setup_step("discharge", discharge, peer, coordinator, target, fail, ctx.timeout, symbolic=symbolic)
+            frame = setup_step("discharge", discharge, controller, coordinator, target, fail, ctx.timeout,
+                               symbolic=symbolic)
             observed["discharge"] = names.show(disposition_seen(frame))
             if given["discharge_again"]:  # the same txn-id once more: that transaction is over (4.3)
-                frame = setup_step("discharge again", discharge, peer, coordinator, target, fail, ctx.timeout,
+                frame = setup_step("discharge again", discharge, controller, coordinator, target, fail, ctx.timeout,
                                    symbolic=symbolic)
                 observed["second_discharge"] = names.show(disposition_seen(frame))
+            if other_txn is not None:  # the transaction of the control link that stayed: untouched (4.1)
+                frame = setup_step("commit the second transaction", discharge, controller, coordinator, other_txn,
+                                   False, ctx.timeout, symbolic=symbolic)
+                observed["other_discharge"] = names.show(disposition_seen(frame))
     observed["stored"] = remaining_on_node(ctx)  # takes the quiet time: also the watch after the detach
     observed["after_detach"] = sent_after_detach(peer, attach, attached_at)
     if coordinator is not None and given["coordinator_last"] == "non-control":
@@ -344,6 +360,29 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["coordinator_answer"] = disposition_seen(
             peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver"))
     return observed
+
+
+def _close_control_link(ctx: CaseContext, peer: ScriptedPeer, session: Session, coordinator: Sender,
+                        publisher: Sender, names: TxnNames) -> tuple[Sender, bytes]:
+    """With the transaction of ``coordinator`` open, attach a second coordinator link on ``session``, declare
+    a transaction there (shown as ``txn2``) and publish ``m2`` in it on ``publisher``, then close the first
+    coordinator link (detach, closed=true) and await the broker's detach. Returns the second coordinator and
+    its txn-id: closing a control link rolls back the transactions it declared, not another's (AMQP 1.0 4.1)."""
+    second, _ = setup_step("attach a second coordinator", attach_coordinator, peer, session)
+    other_txn, frame = setup_step("declare on the second coordinator", declare, peer, second, ctx.timeout)
+    if other_txn is None:
+        raise SetupFailed(f"set-up step 'declare on the second coordinator': the broker answered "
+                          f"{disposition_seen(frame)}")
+    names.add(other_txn)
+    since = peer.mark()
+    _, transfer = setup_step("send m2 in the second transaction", send_transactional, peer, publisher, "m2",
+                             other_txn)
+    if peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver") is None:
+        raise SetupFailed("set-up step 'send m2 in the second transaction': the broker did not answer it")
+    since = peer.mark()
+    coordinator.close()  # detach, closed=true
+    setup_step("the broker's detach of the closed coordinator link", peer.expect, "detach", since)
+    return second, other_txn
 
 
 MANY_TRANSACTIONS_CAP = 1000  # transactions at most: 2,000 control messages

@@ -275,6 +275,9 @@ class Broker(UmRules):
                 link.close()
             else:
                 link.detach()
+        if self.is_coordinator(link):  # AMQP 1.0 4.1: a closed control link rolls back its open transactions
+            # (a detach without closed ends it too: a link to a coordinator cannot be resumed, 4.2)
+            self.transactions.abandon(connection, link.name)
 
     def _release_consumer(self, consumer: Consumer) -> None:
         for outstanding in consumer.outstanding.values():

@@ -4,7 +4,8 @@ A controller declares a transaction on a coordinator link and gets a txn-id; tra
 publish, or a subscriber's acknowledgement) is staged under that id as a pair of actions; discharging
 runs every commit action in order (``fail=false``) or every rollback action (``fail=true``) and forgets
 the transaction. An unknown or already discharged txn-id raises :class:`UnknownTransaction`
-(``amqp:transaction:unknown-id``). Transactions still open when their owner goes away are rolled back.
+(``amqp:transaction:unknown-id``). Transactions still open when their owner goes away, or when the control
+link that declared them is closed (AMQP 1.0 4.1), are rolled back.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ class UnknownTransaction(KeyError):
 
 @dataclass
 class Transaction:
-    """One declared transaction: its id, owner and the (commit, rollback) actions staged under it."""
+    """One declared transaction: its id, owner, the name of the control link that declared it, and the
+    (commit, rollback) actions staged under it."""
 
     txn_id: bytes
     owner: Any
+    control: str | None = None
     work: list[tuple[Action, Action]] = field(default_factory=list)
 
 
@@ -44,10 +47,11 @@ class TransactionManager:
         self._prefix = uuid.uuid4().hex[:8]
         self._counter = itertools.count(1)
 
-    def declare(self, owner: Any) -> bytes:
-        """Start a transaction for ``owner`` (a connection); returns its new, unique txn-id."""
+    def declare(self, owner: Any, control: str | None = None) -> bytes:
+        """Start a transaction for ``owner`` (a connection) on its control link ``control`` (the link's name);
+        returns its new, unique txn-id."""
         txn_id = f"txn-{self._prefix}-{next(self._counter)}".encode()
-        self.open[txn_id] = Transaction(txn_id, owner)
+        self.open[txn_id] = Transaction(txn_id, owner, control)
         return txn_id
 
     def get(self, txn_id: bytes) -> Transaction:
@@ -72,9 +76,12 @@ class TransactionManager:
             (rollback if fail else commit)()
         return len(transaction.work)
 
-    def abandon(self, owner: Any) -> int:
-        """Roll back every transaction ``owner`` still has open (its connection went away); returns how many."""
-        mine = [txn_id for txn_id, t in self.open.items() if t.owner is owner]
+    def abandon(self, owner: Any, control: str | None = None) -> int:
+        """Roll back every transaction ``owner`` still has open (its connection went away) or, given ``control``,
+        those it declared on that control link, now closed: AMQP 1.0 4.1 rolls them back at once, and a later
+        discharge of one fails as for an unknown txn-id. Returns how many."""
+        mine = [txn_id for txn_id, t in self.open.items()
+                if t.owner is owner and (control is None or t.control == control)]
         for txn_id in mine:
             self.discharge(txn_id, fail=True)
         return len(mine)

@@ -219,7 +219,7 @@ class UmRules:
             body = None
         kind = _descriptor(body)
         if kind in DECLARE_DESCRIPTORS:
-            txn_id = self.transactions.declare(connection)
+            txn_id = self.transactions.declare(connection, link.name)
             delivery.local.data = [txn_id]
             delivery.update(DECLARED)
             delivery.settle()

@@ -54,6 +54,17 @@ def test_abandon_rolls_back_only_the_owners_transactions() -> None:
     assert list(manager.open) == [theirs]
 
 
+def test_abandon_with_a_control_link_rolls_back_only_what_that_link_declared() -> None:
+    manager, log = TransactionManager(), []
+    closed = manager.declare(owner="a", control="ctl-1")
+    kept = [manager.declare(owner="a", control="ctl-2"), manager.declare(owner="b", control="ctl-1")]
+    for txn_id in (closed, *kept):
+        manager.stage(txn_id, lambda: log.append("commit"), lambda t=txn_id: log.append(t))
+    assert manager.abandon("a", "ctl-1") == 1
+    assert log == [closed]
+    assert sorted(manager.open) == sorted(kept)
+
+
 # -- the broker in memory ---------------------------------------------------------------------------------
 
 
@@ -168,6 +179,29 @@ def test_closing_the_connection_rolls_back_open_transactions() -> None:
     broker.forget(pair.server)
     assert broker.transactions.open == {}
     assert pair.stored("q") == []
+
+
+def test_closing_a_coordinator_link_rolls_back_its_transactions_and_a_later_commit_fails() -> None:
+    broker = Broker()
+    pair = Pair(broker)
+    coordinator, other = pair.sender(None, coordinator=True), pair.session.sender("other-coordinator")
+    other.target.type = Terminus.COORDINATOR
+    other.open()
+    pair.pump()
+    txn_id, untouched = _declare(pair, coordinator), _declare(pair, other)
+    publisher = pair.sender("q")
+    pair.send(publisher, "m1", b"t1", txn_id)
+    pair.send(publisher, "m2", b"t2", untouched)
+    coordinator.close()
+    pair.pump()
+    assert list(broker.transactions.open) == [untouched]  # AMQP 1.0 4.1: rolled back at once
+    delivery = pair.send(other, described("discharge", txn_id=txn_id, fail=False), b"c1")
+    assert delivery.remote_state == Delivery.REJECTED
+    assert delivery.remote.condition.name == "amqp:transaction:unknown-id"
+    assert pair.stored("q") == []
+    assert pair.send(other, described("discharge", txn_id=untouched, fail=False), b"c2").remote_state == \
+        Delivery.ACCEPTED
+    assert pair.stored("q") == ["m2"]
 
 
 def test_fatal_publish_error_rejects_settles_and_closes_the_link() -> None:
