@@ -335,8 +335,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                 coordinator, other_txn = _close_control_link(ctx, peer, session, coordinator, sender, names)
             elif given["control_link"] == "connection-closed":
                 peer.close()  # its control link goes with it
-                controller, session = open_session(ctx, "second controller")
-                coordinator, _ = setup_step("attach a coordinator", attach_coordinator, controller, session)
+                controller, second_session = open_session(ctx, "second controller")
+                coordinator, _ = setup_step("attach a coordinator", attach_coordinator, controller, second_session)
             target = txn_id if given["discharge_id"] == "declared" else \
                 f"never-declared-{uuid.uuid4().hex[:8]}".encode()
             fail = DISCHARGE_FAIL[given["discharge"]]
@@ -379,9 +379,10 @@ def _close_control_link(ctx: CaseContext, peer: ScriptedPeer, session: Session, 
                              other_txn)
     if peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver") is None:
         raise SetupFailed("set-up step 'send m2 in the second transaction': the broker did not answer it")
+    handle = broker_handle(peer.find("attach", 0, name=coordinator.name))
     since = peer.mark()
     coordinator.close()  # detach, closed=true
-    setup_step("the broker's detach of the closed coordinator link", peer.expect, "detach", since)
+    setup_step("the broker's detach of the closed coordinator link", peer.expect, "detach", since, handle=handle)
     return second, other_txn
 
 

@@ -98,8 +98,8 @@ class Pair:
             if not moved:
                 return
 
-    def sender(self, address: str | None, coordinator: bool = False):
-        link = self.session.sender(f"s-{address}-{coordinator}")
+    def sender(self, address: str | None, coordinator: bool = False, name: str | None = None):
+        link = self.session.sender(name or f"s-{address}-{coordinator}")
         if coordinator:
             link.target.type = Terminus.COORDINATOR
             link.target.capabilities.put_array(False, Data.SYMBOL)
@@ -184,10 +184,7 @@ def test_closing_the_connection_rolls_back_open_transactions() -> None:
 def test_closing_a_coordinator_link_rolls_back_its_transactions_and_a_later_commit_fails() -> None:
     broker = Broker()
     pair = Pair(broker)
-    coordinator, other = pair.sender(None, coordinator=True), pair.session.sender("other-coordinator")
-    other.target.type = Terminus.COORDINATOR
-    other.open()
-    pair.pump()
+    coordinator, other = pair.sender(None, coordinator=True), pair.sender(None, coordinator=True, name="other")
     txn_id, untouched = _declare(pair, coordinator), _declare(pair, other)
     publisher = pair.sender("q")
     pair.send(publisher, "m1", b"t1", txn_id)
