@@ -202,6 +202,9 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     message, "redelivered", "stalled", "detached"), ``detach`` and ``remaining`` (what a re-attached
     subscriber, the same durable one or a fresh one, receives afterwards; it watches for at least the
     row's ``watch`` seconds by the clock, so an event put back late is seen too).
+    ``durable_end = "close"``: the durable subscriber closes its link (detach closed=true) instead of
+    detaching it; m3 is published while no link of its name is attached, the link of the same name and
+    durability attached again, and m4 published after that attach, before ``remaining`` is collected.
     """
     observed: dict[str, Any] = {}
     peer, session = open_session(ctx, "subscriber")
@@ -250,6 +253,13 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             receiver.close()
             setup_step("detach subscriber", peer.expect, "detach", since, handle=handle)
             receiver, _ = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node, credit=20)
+        elif given["durable_end"] == "close":  # 2.6.6: closing destroys the link's terminus, and so the subscription
+            receiver.close()
+            setup_step("close durable subscriber", peer.expect, "detach", since, handle=handle)
+            publish_setup(ctx, peer, session, ["m3"])
+            receiver, _ = setup_step("attach durable subscriber again", peer.attach_receiver, session, ctx.node,
+                                     name=name, rcv_settle_mode=given["rcv_settle_mode"], durable=durable, credit=20)
+            publish_setup(ctx, peer, session, ["m4"])
         else:
             receiver.detach()
             setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
