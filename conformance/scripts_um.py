@@ -261,10 +261,10 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     names = TxnNames()
     symbolic = given["descriptors"] == "symbolic"
     peer, session = open_session(ctx, "publisher")
-    coordinator = None
+    coordinator, coordinator_attach = None, None
     txn_id = b""
     if given["transactional"]:
-        coordinator, _ = setup_step("attach coordinator", attach_coordinator, peer, session)
+        coordinator, coordinator_attach = setup_step("attach coordinator", attach_coordinator, peer, session)
         if given["many_transactions"]:
             observed["many_transactions"] = many = _many_transactions(ctx, peer, coordinator, symbolic)
             if many["stalled"] is not None:
@@ -332,7 +332,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         else:
             controller, other_txn = peer, None
             if given["control_link"] == "link-closed":
-                coordinator, other_txn = _close_control_link(ctx, peer, session, coordinator, sender, names)
+                coordinator, other_txn = _close_control_link(ctx, peer, session, coordinator, coordinator_attach,
+                                                             sender, names)
             elif given["control_link"] == "connection-closed":
                 peer.close()  # its control link goes with it
                 controller, second_session = open_session(ctx, "second controller")
@@ -363,10 +364,11 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _close_control_link(ctx: CaseContext, peer: ScriptedPeer, session: Session, coordinator: Sender,
-                        publisher: Sender, names: TxnNames) -> tuple[Sender, bytes]:
+                        coordinator_attach: Frame, publisher: Sender, names: TxnNames) -> tuple[Sender, bytes]:
     """With the transaction of ``coordinator`` open, attach a second coordinator link on ``session``, declare
     a transaction there (shown as ``txn2``) and publish ``m2`` in it on ``publisher``, then close the first
-    coordinator link (detach, closed=true) and await the broker's detach. Returns the second coordinator and
+    coordinator link (detach, closed=true) and await the broker's detach on the handle of its attach
+    (``coordinator_attach``). Returns the second coordinator and
     its txn-id: closing a control link rolls back the transactions it declared, not another's (AMQP 1.0 4.1)."""
     second, _ = setup_step("attach a second coordinator", attach_coordinator, peer, session)
     other_txn, frame = setup_step("declare on the second coordinator", declare, peer, second, ctx.timeout)
@@ -379,10 +381,10 @@ def _close_control_link(ctx: CaseContext, peer: ScriptedPeer, session: Session, 
                              other_txn)
     if peer.wait_for_disposition(transfer.fields["delivery-id"], since, ctx.timeout, role="receiver") is None:
         raise SetupFailed("set-up step 'send m2 in the second transaction': the broker did not answer it")
-    handle = broker_handle(peer.find("attach", 0, name=coordinator.name))
     since = peer.mark()
     coordinator.close()  # detach, closed=true
-    setup_step("the broker's detach of the closed coordinator link", peer.expect, "detach", since, handle=handle)
+    setup_step("the broker's detach of the closed coordinator link", peer.expect, "detach", since,
+               handle=broker_handle(coordinator_attach))
     return second, other_txn
 
 
