@@ -166,8 +166,10 @@ class Broker(UmRules):
         self.init_um()  # ACL, provoked faults, transactions (um_rules.py)
         self.withheld_credit: set[str] = set()  # nodes whose publishers get no credit (admin provocation)
         self.provoked_outcomes: dict[str, str] = {}  # node -> outcome every publish gets (admin provocation)
-        self.undeliverable: dict[tuple[int, str], set[int]] = {}  # (connection, link) -> EIDs not to send there
-        self.second_pending: set[tuple[int, str, bytes]] = set()  # accepted, awaiting the publisher's settle
+        # keyed by the connection object, not its id(): a key keeps its connection alive, so a later connection
+        # can never inherit a departed one's entries by reusing its id
+        self.undeliverable: dict[tuple[BrokerConnection, str], set[int]] = {}  # (connection, link) -> EIDs kept off it
+        self.second_pending: set[tuple[BrokerConnection, str, bytes]] = set()  # accepted, awaiting its settle
         self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
 
     def accept(self, peer_name: str) -> BrokerConnection:
@@ -189,8 +191,8 @@ class Broker(UmRules):
         if connection in self.connections:
             self.connections.remove(connection)
         # per-connection outcome state (undeliverable-here, settle-second) goes with the connection
-        self.undeliverable = {k: v for k, v in self.undeliverable.items() if k[0] != id(connection)}
-        self.second_pending = {k for k in self.second_pending if k[0] != id(connection)}
+        self.undeliverable = {k: v for k, v in self.undeliverable.items() if k[0] is not connection}
+        self.second_pending = {k for k in self.second_pending if k[0] is not connection}
 
     # -- events --------------------------------------------------------------------------------------
 
@@ -304,7 +306,7 @@ class Broker(UmRules):
         if delivery.aborted:  # 004 pn_delivery_aborted / 2.6.14: discard what arrived, settle; credit is used
             delivery.settle()
             return
-        second_key = (id(connection), link.name, delivery_tag(delivery))
+        second_key = (connection, link.name, delivery_tag(delivery))
         if second_key in self.second_pending:  # rcv-settle-mode second: we settle once the publisher has
             if delivery.settled:
                 self.second_pending.discard(second_key)
@@ -343,7 +345,7 @@ class Broker(UmRules):
             connection.credit_due.append(link)  # topped up at the end of the read
 
     def _publish(self, link: Link, delivery: Delivery, address: str, encoded: bytes,
-                 second_key: tuple[int, str, bytes]) -> None:
+                 second_key: tuple[BrokerConnection, str, bytes]) -> None:
         node = self.live_node(address)
         assert node is not None
         provoked = self.provoked_outcomes.get(address)
@@ -407,7 +409,7 @@ class Broker(UmRules):
             for consumer in connection.consumers.values():
                 link = consumer.link
                 while link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
-                    message = self.take_for(consumer, self.undeliverable.get((id(connection), link.name), ()))
+                    message = self.take_for(consumer, self.undeliverable.get((connection, link.name), ()))
                     if message is None:
                         break
                     delivery = link.delivery(self.delivery_tag(consumer.node, message))
@@ -467,7 +469,7 @@ class Broker(UmRules):
         if failed:
             message.delivery_count += 1
         if modification.undeliverable_here and self.honours_undeliverable_here():
-            self.undeliverable.setdefault((id(connection), consumer.link.name), set()).add(message.eid)
+            self.undeliverable.setdefault((connection, consumer.link.name), set()).add(message.eid)
         outstanding.subscription.requeue(message.eid)
 
     def counts_as_failed(self, state: int, modification: Modification) -> bool:

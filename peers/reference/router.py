@@ -152,7 +152,7 @@ class Router(Broker):
         super().__init__(users=users)
         self.anycast_prefix = anycast_prefix
         self.multicast_prefix = multicast_prefix
-        self.routed: dict[tuple[int, str], RoutedConsumer] = {}  # by (id of connection, link name)
+        self.routed: dict[tuple[BrokerConnection, str], RoutedConsumer] = {}  # by (connection, link name)
         self._ids = itertools.count(1)
         self._turn: dict[str, int] = {}  # anycast round-robin position by address
 
@@ -181,13 +181,13 @@ class Router(Broker):
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         if link.is_sender:
-            self.routed[(id(connection), link.name)] = RoutedConsumer(connection, link, address)
+            self.routed[(connection, link.name)] = RoutedConsumer(connection, link, address)
         link.open()
         if link.is_receiver:
             link.flow(PUBLISHER_CREDIT)
 
     def _end_link(self, connection: BrokerConnection, link: Link, closed: bool) -> None:
-        consumer = self.routed.pop((id(connection), link.name), None) if link.is_sender else None
+        consumer = self.routed.pop((connection, link.name), None) if link.is_sender else None
         if consumer is None:
             super()._end_link(connection, link, closed)
             return
@@ -216,9 +216,9 @@ class Router(Broker):
         link = delivery.link
         if link.is_receiver and self.kind_of(link.remote_target.address) is not None:
             self._on_routed_publish(connection, delivery)
-        elif link.is_sender and (id(connection), link.name) in self.routed:
+        elif link.is_sender and (connection, link.name) in self.routed:
             if delivery.updated:
-                self._on_routed_disposition(self.routed[(id(connection), link.name)], delivery)
+                self._on_routed_disposition(self.routed[(connection, link.name)], delivery)
         else:
             super()._on_pn_delivery(connection, event)
 
