@@ -156,6 +156,8 @@ class BrokerConnection:
 class Broker(UmRules):
     """The reference broker's state and behaviour, shared by all connections; guarded by :attr:`lock`."""
 
+    publisher_credit = PUBLISHER_CREDIT  # the credit a publisher's link is given, and topped up to
+
     def __init__(self, users: dict[str, str] | None = None, policy: Policy | None = None) -> None:
         self.store = Store()
         self.policy = policy or Policy()
@@ -210,10 +212,11 @@ class Broker(UmRules):
         self.dispatch()
 
     def top_up(self, connection: BrokerConnection) -> None:
-        """Give the publishers' links that used half their credit their credit back (PUBLISHER_CREDIT)."""
+        """Give the publishers' links that used half their credit (or all of a credit of one) their credit back
+        (:attr:`publisher_credit`)."""
         for link in connection.credit_due:
-            if link.credit < PUBLISHER_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
-                link.flow(PUBLISHER_CREDIT - link.credit)
+            if link.credit < max(1, self.publisher_credit // 2) and link.state & Endpoint.LOCAL_ACTIVE:
+                link.flow(self.publisher_credit - link.credit)
         connection.credit_due.clear()
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
@@ -242,7 +245,7 @@ class Broker(UmRules):
         else:
             link.open()
             if (link.remote_target.address or "") not in self.withheld_credit:
-                link.flow(PUBLISHER_CREDIT)
+                link.flow(self.publisher_credit)
 
     def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
         address = link.remote_source.address or ""
@@ -305,6 +308,7 @@ class Broker(UmRules):
             return
         if delivery.aborted:  # 004 pn_delivery_aborted / 2.6.14: discard what arrived, settle; credit is used
             delivery.settle()
+            self.give_credit_back(connection, link)
             return
         second_key = (connection, link.name, delivery_tag(delivery))
         if second_key in self.second_pending:  # rcv-settle-mode second: we settle once the publisher has
@@ -328,6 +332,7 @@ class Broker(UmRules):
             return  # wait for the rest
         encoded = link.recv(delivery.pending)
         link.advance()
+        self.give_credit_back(connection, link)
         address = link.remote_target.address or ""
         if address in self.failing_transforms:
             # UM 10.11 Accepted/Publishing row 2: the transformer returned null
@@ -341,8 +346,12 @@ class Broker(UmRules):
             self.publish_transactional(delivery, txn_id, address, encoded)  # Accepted/Publishing row 6
         else:
             self._publish(link, delivery, address, encoded, second_key)
-        if address not in self.withheld_credit and link not in connection.credit_due:
-            connection.credit_due.append(link)  # topped up at the end of the read
+
+    def give_credit_back(self, connection: BrokerConnection, link: Link) -> None:
+        """A whole or aborted delivery used one of ``link``'s credit: top the link up at the end of the read
+        (:meth:`top_up`), unless its node's publishers get no credit (admin provocation)."""
+        if (link.remote_target.address or "") not in self.withheld_credit and link not in connection.credit_due:
+            connection.credit_due.append(link)
 
     def _publish(self, link: Link, delivery: Delivery, address: str, encoded: bytes,
                  second_key: tuple[BrokerConnection, str, bytes]) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from proton import Condition, Delivery, Endpoint, Event, Link
 
 from ..engine import delivery_tag
-from .broker import PUBLISHER_CREDIT, Broker, BrokerConnection
+from .broker import Broker, BrokerConnection
 
 ANYCAST = "anycast"
 MULTICAST = "multicast"
@@ -184,7 +184,7 @@ class Router(Broker):
             self.routed[(connection, link.name)] = RoutedConsumer(connection, link, address)
         link.open()
         if link.is_receiver:
-            link.flow(PUBLISHER_CREDIT)
+            link.flow(self.publisher_credit)
 
     def _end_link(self, connection: BrokerConnection, link: Link, closed: bool) -> None:
         consumer = self.routed.pop((connection, link.name), None) if link.is_sender else None
@@ -232,8 +232,7 @@ class Router(Broker):
             encoded = link.recv(delivery.pending)
             link.advance()
             self.route(delivery, link.remote_target.address, encoded)
-        if link not in connection.credit_due:
-            connection.credit_due.append(link)  # topped up at the end of the read (Broker.top_up)
+        self.give_credit_back(connection, link)
 
     def route(self, delivery: Delivery, address: str, encoded: bytes) -> None:
         """Forward one whole message from a producer to the consumers of ``address`` (see module docstring)."""

@@ -60,6 +60,7 @@ class Served(Broker):
         """A whole admin request: settled accepted when the endpoint did it, rejected with its condition."""
         if delivery.aborted:
             delivery.settle()
+            self.give_credit_back(connection, delivery.link)
             return
         if delivery.partial:
             return  # wait for the rest
@@ -72,8 +73,7 @@ class Served(Broker):
             delivery.local.condition = error
         delivery.update(Delivery.ACCEPTED if error is None else Delivery.REJECTED)
         delivery.settle()
-        if link not in connection.credit_due:
-            connection.credit_due.append(link)  # topped up at the end of the read
+        self.give_credit_back(connection, link)
 
 
 def served(broker_class: type[Broker]) -> type[Broker]:
