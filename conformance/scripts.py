@@ -182,8 +182,15 @@ def send_in_two_frames(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, bod
     return delivery_id
 
 
-def link_fate(peer: ScriptedPeer, handle: int, since: int) -> dict | None:
-    """The broker's detach of our link ``handle`` after ``since`` (closed, error), or None if still attached."""
+def broker_handle(attach: Frame) -> int | None:
+    """The handle the broker chose for a link (its attach): the handle of its flows, transfers and detach on
+    that link. 2.6.2 leaves the choice to the broker, so it need not be the handle we chose."""
+    return attach.fields.get("handle")
+
+
+def link_fate(peer: ScriptedPeer, handle: int | None, since: int) -> dict | None:
+    """The broker's detach on ``handle`` (the broker's: :func:`broker_handle`) after ``since`` as {closed, error},
+    or None while attached."""
     frame = peer.find("detach", since, handle=handle)
     if frame is None:
         return None
@@ -214,7 +221,7 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                                   rcv_settle_mode=given["rcv_settle_mode"], durable=durable)
     source = attach.fields.get("source")
     observed["subscribed"] = isinstance(source, dict) and source.get("address") == ctx.node
-    handle = peer.handle_of(receiver)
+    handle = broker_handle(attach)
     attached_at = peer.mark()
     publish_setup(ctx, peer, session, ["m1", "m2"])
 
@@ -293,9 +300,9 @@ def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
     peer, session = open_session(ctx, "publisher")
-    sender, _ = setup_step("attach publisher", peer.attach_sender, session, ctx.node,
-                           snd_settle_mode=given["snd_settle_mode"])
-    handle = peer.handle_of(sender)
+    sender, attach = setup_step("attach publisher", peer.attach_sender, session, ctx.node,
+                                snd_settle_mode=given["snd_settle_mode"])
+    handle = broker_handle(attach)
     attached_at = peer.mark()
     expected = ctx.expected.get("dispositions")
     dispositions: list[Any] = []

@@ -12,7 +12,7 @@ from typing import Any
 from amqp_conformance.peers.peer import ExpectationFailed
 
 from .context import CaseContext, open_session, setup_step
-from .scripts import remaining_on_node
+from .scripts import broker_handle, remaining_on_node
 from .scripts_core import publish
 from .scripts_flow import bodies_of, transfers_on
 
@@ -30,8 +30,9 @@ def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     first_session = None
     for index, _ in enumerate(given["credits"]):
         peer, session = open_session(ctx, f"consumer-{index + 1}")
-        receiver, _ = setup_step(f"attach consumer {index + 1}", peer.attach_receiver, session, ctx.node, credit=0)
-        consumers.append((peer, receiver, peer.handle_of(receiver), peer.mark()))
+        receiver, attach = setup_step(f"attach consumer {index + 1}", peer.attach_receiver, session, ctx.node,
+                                      credit=0)
+        consumers.append((peer, receiver, broker_handle(attach), peer.mark()))
         first_session = first_session or session
     if given["publisher"] == "first-consumer-link-name":
         publisher, receiver = consumers[0][0], consumers[0][1]

@@ -20,7 +20,7 @@ from amqp_conformance.peers.rawframes import RawContext, frame_bytes
 from proton import Condition, Delivery, Message, Receiver, Sender, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
-from .scripts import _our_channel, inspect_node, link_fate, remaining_on_node
+from .scripts import _our_channel, broker_handle, inspect_node, link_fate, remaining_on_node
 from .sections import message_fields
 
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received", "none")
@@ -160,7 +160,7 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node,
                                   rcv_settle_mode=given["rcv_settle_mode"], snd_settle_mode=given["snd_settle_mode"])
     observed["broker_attach"] = attach_seen(attach)
-    handle = peer.handle_of(receiver)
+    handle = broker_handle(attach)
     count = max(1, given["range"])
     since = peer.mark()
     receiver.flow(count)

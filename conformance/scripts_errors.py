@@ -12,11 +12,12 @@ else", 2.2, or "nothing after close", 2.4.3, can be asserted); ``opened`` is the
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from amqp_conformance.peers.frames import FRAME_TYPE_SASL, SASL_HEADER, Frame, described, encode_frame
+from amqp_conformance.peers.frames import FRAME_TYPE_SASL, SASL_HEADER, Frame, FrameSplitter, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
-from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes
+from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes, frames_of
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
 from amqp_conformance.peers.socket_end import await_end_after_close
 from proton import symbol, uint
@@ -183,16 +184,20 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     peer, raw = _set_up(ctx, given)
     since = peer.mark()
     try:
-        data = b"".join(frame_bytes(spec, raw) for spec in given["frames"])
+        frames = [frame for spec in given["frames"] for frame in frames_of(spec, raw)]
     except BeyondLimit as exc:
         raise NotApplicable(str(exc)) from None
     except (FrameSpecError, OverflowError, ValueError) as exc:
         raise SetupFailed(f"the row's frames cannot be built against this broker: {exc}") from None
-    if len(data) > MAX_RAW_FRAME:
-        raise SetupFailed(f"the row's frames would be {len(data)} bytes: the broker's limits are too large to "
+    size = sum(map(len, frames))
+    if size > MAX_RAW_FRAME:
+        raise SetupFailed(f"the row's frames would be {size} bytes: the broker's limits are too large to "
                           f"exceed here")
     try:
-        peer.send_raw(data)
+        if _within_credit(given):
+            _send_within_credit(ctx, peer, raw, frames)
+        else:
+            peer.send_raw(b"".join(frames))
     except PeerError:
         pass  # the broker may close the socket while we write: the observations say what it did
     if given.get("shutdown_write"):
@@ -234,6 +239,82 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["socket"] = "closed" if peer.eof else "open"
     observed["alive"] = _alive(ctx, peer, raw, answer) if given["setup"] not in ("none", "sasl", "header") else None
     return observed
+
+
+def _within_credit(given: dict[str, Any]) -> bool:
+    """True when the row's deliveries on the set-up's sending link are to stay within the broker's credit: a
+    publishing set-up whose row is not about credit (it does not use ``$credit``, nor has the admin withhold it)."""
+    return (given["setup"] in PUBLISHING_SETUPS and given["provocation"] != "withhold-credit"
+            and not _mentions(given["frames"], "$credit"))
+
+
+def _mentions(value: Any, placeholder: str) -> bool:
+    if isinstance(value, str):
+        return value.startswith(placeholder)
+    if isinstance(value, dict):
+        return any(_mentions(item, placeholder) for item in value.values())
+    if isinstance(value, list):
+        return any(_mentions(item, placeholder) for item in value)
+    return False
+
+
+def _send_within_credit(ctx: CaseContext, peer: Any, raw: RawContext, frames: list[bytes]) -> None:
+    """Write ``frames`` as a client keeping within its link-credit would (2.6.7): in one write while the credit
+    the broker granted the set-up's link lasts; a delivery that would go beyond it first waits for the broker's
+    flow giving more (a broker may grant little credit at a time), or for the broker's detach of the link (then
+    its credit no longer applies, and the rest goes as the row has it). Raises :class:`NotApplicable` when neither
+    comes within the time-out: the row's deliveries would exceed the broker's credit, which is not what the row is
+    about."""
+    splitter = FrameSplitter("out")
+    available, started, in_progress = raw.credit, 0, False
+    pending = bytearray()
+    for data in frames:
+        frame = splitter.feed(data)[0]
+        on_link = frame.performative == "transfer" and frame.fields.get("handle") == raw.handle
+        if on_link and not in_progress:  # the first transfer of a delivery uses one credit
+            if available <= 0:
+                if pending:
+                    peer.send_raw(bytes(pending))
+                    pending.clear()
+                available = _more_credit(ctx, peer, raw, started)
+            available -= 1
+            started += 1
+        if on_link:
+            in_progress = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
+        pending += data
+    if pending:
+        peer.send_raw(bytes(pending))
+
+
+def _more_credit(ctx: CaseContext, peer: Any, raw: RawContext, started: int) -> int:
+    """The credit the broker gives the set-up's link once ``started`` deliveries went out on it: from its latest
+    flow on its own handle for the link, delivery-count + link-credit less our delivery-count (2.6.7), waiting up
+    to the time-out for one that gives some; unbounded once the broker has detached the link."""
+    ours = next((f for f in reversed(peer.frames) if f.direction == "out" and f.performative == "attach"
+                 and f.fields.get("handle") == raw.handle), None)
+    name = ours.fields.get("name") if ours is not None else raw.link_name
+    initial = int((ours.fields.get("initial-delivery-count") if ours is not None else 0) or 0)
+    theirs = next((f for f in reversed(peer.frames) if f.direction == "in" and f.performative == "attach"
+                   and f.fields.get("name") == name and f.fields.get("role") == "receiver"), None)
+    handle = theirs.fields.get("handle") if theirs is not None else None
+
+    def credit() -> int:
+        for frame in reversed(peer.frames):
+            if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") == handle:
+                count = frame.fields.get("delivery-count")
+                limit = int(frame.fields.get("link-credit") or 0)
+                return limit if count is None else int(count) + limit - (initial + started)
+        return 0
+
+    def detached() -> bool:
+        return any(f.direction == "in" and f.performative == "detach" and f.fields.get("handle") == handle
+                   for f in peer.frames)
+
+    if not peer.pump(lambda: credit() > 0 or detached(), ctx.timeout):
+        raise NotApplicable(f"the broker granted the set-up's link {raw.credit} credit and no more after "
+                            f"{started} deliveries within {ctx.timeout:g} s: the row's further deliveries would "
+                            f"exceed its credit (2.6.7), which is not what the row is about")
+    return sys.maxsize if detached() else credit()
 
 
 def _states(ctx: CaseContext, peer: Any, since: int) -> dict[str, Any]:

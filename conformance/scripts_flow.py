@@ -15,13 +15,15 @@ from amqp_conformance.peers.peer import ScriptedPeer
 from proton import Message
 
 from .context import CaseContext, open_session, setup_step
+from .scripts import broker_handle
 from .scripts_core import publish
 
 SEQUENCE_NO_MODULUS = 2**32  # 2.8.9 sequence-no: RFC 1982 serial numbers of 32 bits
 
 
 def transfers_on(peer: ScriptedPeer, handle: int, since: int) -> list[Frame]:
-    """The broker's transfer frames on our link ``handle`` after ``since`` (first frames of deliveries)."""
+    """The broker's transfer frames on its link ``handle`` (:func:`~.scripts.broker_handle`) after ``since`` (first
+    frames of deliveries)."""
     frames = [f for f in peer.frames[since:]
               if f.direction == "in" and f.performative == "transfer" and f.fields.get("handle") == handle]
     return [f for f in frames if f.fields.get("delivery-id") is not None] or frames
@@ -57,7 +59,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, or None)."""
     peer, session = open_session(ctx, "consumer")
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)
-    handle = peer.handle_of(receiver)
+    handle = broker_handle(attach)
     initial = attach.fields.get("initial-delivery-count") or 0
     since = peer.mark()
     if given["messages"]:

@@ -27,9 +27,11 @@ from proton import Message, Receiver, Sender, Session, symbol
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
 from .scripts import (
     body_of,
+    broker_handle,
     disposition_covers,
     disposition_seen,
     each_received,
+    link_fate,
     publish_setup,
     remaining_on_node,
     send_in_two_frames,
@@ -78,19 +80,6 @@ class TxnNames:
         if isinstance(value, list):
             return [self.show(v) for v in value]
         return value
-
-
-def broker_handle(attach: Frame) -> int | None:
-    """The handle the broker chose for a link (its attach): the handle of its transfers and detach."""
-    return attach.fields.get("handle")
-
-
-def detach_seen(peer: ScriptedPeer, handle: int | None, since: int) -> dict | None:
-    """The broker's detach on ``handle`` after ``since`` as {closed, error}, or None while attached."""
-    frame = peer.find("detach", since, handle=handle)
-    if frame is None:
-        return None
-    return {"closed": frame.fields.get("closed"), "error": frame.fields.get("error")}
 
 
 def delivered_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[Any]:
@@ -165,12 +154,12 @@ def run_subscription_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
                                   name=f"sub-{uuid.uuid4().hex[:8]}", credit=0 if given["resubscribe"] else 10,
                                   filter=filters)
     handle = broker_handle(attach)
-    peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"), session)
+    peer.pump(lambda: link_fate(peer, handle, since) is not None, ctx.wait_for("detach"), session)
     peer.pump(timeout=ctx.quiet, on=session)  # absence: nothing may be delivered on a link whose subscription failed
-    observed["detach"] = detach_seen(peer, handle, since)
+    observed["detach"] = link_fate(peer, handle, since)
     observed["delivered_after"] = delivered_on(peer, handle, since)
     if first is not None:
-        observed["first_subscriber"] = "detached" if detach_seen(peer, first_handle, since) else "attached"
+        observed["first_subscriber"] = "detached" if link_fate(peer, first_handle, since) else "attached"
     if given["resubscribe"] and observed["detach"] is not None:
         receiver.close()  # the peer's detach answering the broker's: both ends of the refused link are gone
         peer.pump(timeout=0)
@@ -199,9 +188,9 @@ def _ack_fault(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     if answer is not None and answer.fields.get("settled"):
         first.delivery.settle()
     receiver.flow(1)  # credit for m2: a link that stayed attached would deliver it
-    peer.pump(lambda: detach_seen(peer, handle, since) is not None, ctx.wait_for("detach"), session)
+    peer.pump(lambda: link_fate(peer, handle, since) is not None, ctx.wait_for("detach"), session)
     peer.pump(timeout=ctx.quiet, on=receiver)
-    observed["detach"] = detach_seen(peer, handle, since)
+    observed["detach"] = link_fate(peer, handle, since)
     observed["delivered_after"] = delivered_on(peer, handle, since)
     if given["resubscribe"]:
         observed["resubscribed"] = _resubscribe(ctx, peer)
@@ -218,9 +207,9 @@ def _resubscribe(ctx: CaseContext, peer: ScriptedPeer) -> str:
     _, attach = setup_step("attach a new subscriber", peer.attach_receiver, session, ctx.node,
                            name=f"sub-{uuid.uuid4().hex[:8]}", credit=0)
     new_handle = broker_handle(attach)
-    peer.pump(lambda: detach_seen(peer, new_handle, since) is not None,
+    peer.pump(lambda: link_fate(peer, new_handle, since) is not None,
               ctx.wait_for("resubscribed", when_nothing_comes="attached"), session)
-    return "detached" if detach_seen(peer, new_handle, since) else "attached"
+    return "detached" if link_fate(peer, new_handle, since) else "attached"
 
 
 # -- um.rejected.publish and um.transactions.publish ----------------------------------------------------
@@ -290,13 +279,13 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         body = f"m{index + 1}"
         message = Message(body=body, durable=True) if given["durable_header"] else None  # header durable=true
         since = peer.mark()
-        if detach_seen(peer, handle, attached_at) is not None:
+        if link_fate(peer, handle, attached_at) is not None:
             dispositions.append(None)
             covers.append(None)
             continue
         if kind == "partial":
             delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since,
-                                             finish=lambda: detach_seen(peer, handle, attached_at) is None)
+                                             finish=lambda: link_fate(peer, handle, attached_at) is None)
         elif given["transactional"]:
             _, transfer = setup_step(f"send {body} in the transaction", send_transactional, peer, sender, body,
                                      txn_id, settled=(kind == "settled"), message=message)
@@ -315,8 +304,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             ctx.admin.relieve(given["provocation"], ctx.node)
     observed["dispositions"] = dispositions
     observed["dispositions_cover"] = covers
-    peer.pump(lambda: detach_seen(peer, handle, attached_at) is not None, ctx.wait_for("detach"), session)
-    observed["detach"] = detach_seen(peer, handle, attached_at)
+    peer.pump(lambda: link_fate(peer, handle, attached_at) is not None, ctx.wait_for("detach"), session)
+    observed["detach"] = link_fate(peer, handle, attached_at)
     if bystander is not None:
         since = peer.mark()
         _, transfer = setup_step("send b1 on the bystander link", peer.send, bystander, "b1")
@@ -494,7 +483,7 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     since = peer.mark()
     if not detached:
         receiver.detach()
-        if detach_seen(peer, handle, disposed_at) is None:
+        if link_fate(peer, handle, disposed_at) is None:
             setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
         else:  # the broker detached the link itself: proton's session still holds its name, so use a new one
             session = setup_step("begin a second session", peer.begin)

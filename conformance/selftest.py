@@ -1,13 +1,16 @@
 """``amqp-conformance selftest``: the suite proves it catches what it claims to catch.
 
 The catalogue runs once against the healthy reference broker (the baseline: nothing may FAIL, else the
-self-test means nothing) and once against each mutant in
+self-test means nothing), once against each conformant variant in
+:data:`amqp_conformance.peers.reference.conformant_variants.CONFORMANT` (a broker that keeps every guarantee
+and makes a choice the sources leave open another way: it must pass as the baseline does, else a row or
+script has taken the reference's choice for a rule), and once against each mutant in
 :data:`amqp_conformance.peers.reference.mutants.MUTANTS`, each a broker that breaks one documented
 guarantee. A mutant is *caught* when at least one case FAILs against it; it *survives* otherwise. Each run
 is its own pytest subprocess (a mutant cannot leak state into the next), ``--jobs`` of them at a time.
 
-Exit codes: 0 every mutant caught and a clean baseline; 1 a mutant survived or the baseline FAILed or
-ERRORed; 2 usage (unknown mutant, nothing selected).
+Exit codes: 0 every mutant caught, and a clean baseline and clean variants; 1 a mutant survived, or the
+baseline or a conformant variant FAILed or ERRORed; 2 usage (unknown mutant, nothing selected).
 """
 
 from __future__ import annotations
@@ -24,11 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_conformance.fixtures.logtext import last_line
+from amqp_conformance.peers.reference.conformant_variants import CONFORMANT
 from amqp_conformance.peers.reference.mutants import MUTANTS, Mutant
 from amqp_conformance.reports.records import read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
 BASELINE = "(baseline)"
+# how the pytest plugin (fixtures/plugin.py _not_applicable) says that no selected case has an expectation set the
+# broker's profile claims
+UNCLAIMED = "but none has an expectation set that profile"
 
 
 class SelftestUsage(Exception):
@@ -69,7 +76,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    """Run the baseline and every selected mutant; print the table (or JSON); 0 only if all are caught."""
+    """Run the baseline, the conformant variants and every selected mutant; print the table (or JSON); 0 only if
+    all mutants are caught and the baseline and every variant pass."""
     unknown = [name for name in args.mutant if name not in MUTANTS]
     if unknown:
         raise SelftestUsage(f"unknown mutant {unknown[0]!r}; known: {', '.join(sorted(MUTANTS))}")
@@ -79,7 +87,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="amqp-selftest-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
         runs = run_all(mutants, out, args.keyword, args.jobs, args.timeout)
-    baseline, mutant_runs = runs[0], runs[1:]
+    baseline, variant_runs, mutant_runs = runs[0], runs[1:1 + len(CONFORMANT)], runs[1 + len(CONFORMANT):]
     if baseline.cases == 0:
         raise SelftestUsage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''}; "
                             f"list the cases with 'amqp-conformance cases'")
@@ -87,12 +95,20 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         print(json.dumps([{"mutant": r.name, "description": r.description, "broker": r.broker_name,
                            "caught_by": r.caught_by} for r in mutant_runs], indent=2))
     else:
-        print_table(baseline, mutant_runs)
+        print_table(baseline, variant_runs, mutant_runs)
     if baseline.caught or baseline.errors:
         print(f"amqp-conformance: selftest: the healthy reference broker does not pass the catalogue "
               f"({len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR: "
               f"{', '.join((baseline.caught_by + baseline.errors)[:5])}); the self-test is meaningless until it does",
               file=sys.stderr)
+        return 1
+    failing = [r for r in variant_runs if r.caught or r.errors]
+    for run in failing:
+        print(f"amqp-conformance: selftest: conformant variant {run.name} ({run.description}) does not pass "
+              f"({len(run.caught_by)} FAIL, {len(run.errors)} ERROR: {', '.join((run.caught_by + run.errors)[:5])}): "
+              f"those rows or their scripts take the reference's choice for a rule; their frame logs: "
+              f"{Path(args.out) / run.name if args.out else 'run again with --out DIR to keep them'}", file=sys.stderr)
+    if failing:
         return 1
     survivors = [r.name for r in mutant_runs if not r.caught]
     if survivors:
@@ -103,10 +119,12 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, timeout: float) -> list[MutantRun]:
-    """The baseline run first in the list, then one run per mutant, ``jobs`` at a time."""
+    """The baseline run first in the list, then one run per conformant variant (:data:`CONFORMANT`, in its
+    order), then one per mutant, ``jobs`` at a time."""
+    others = [*CONFORMANT.values(), *mutants]
     targets = [MutantRun(BASELINE, "the healthy reference broker")] + [
-        MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in mutants]
-    keywords = [keyword] + [scoped(keyword, m.scope) for m in mutants]
+        MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in others]
+    keywords = [keyword] + [scoped(keyword, m.scope) for m in others]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(lambda item: run_one(item[0], out, item[1], timeout), zip(targets, keywords, strict=True)))
 
@@ -146,17 +164,23 @@ def run_one(run: MutantRun, out: Path, keyword: str | None, timeout: float) -> M
     run.cases = len(results)
     run.caught_by = sorted({r["case_id"] for r in results if r["verdict"] == "FAIL"})
     run.errors = sorted({r["case_id"] for r in results if r["verdict"] == "ERROR"})
+    if proc.returncode == 4 and UNCLAIMED in run.output:
+        return run  # the selection holds no case its broker's profile claims (a router beside UM rows): none ran
     if proc.returncode not in (0, 1, 5):  # usage error, internal error, interrupted: the run itself broke
         run.errors.append(f"pytest exit {proc.returncode}: {last_line(run.output, '(no output)')}")
     return run
 
 
-def print_table(baseline: MutantRun, runs: list[MutantRun]) -> None:
-    """The human table: mutant, description, the cases that caught it (or SURVIVED)."""
+def print_table(baseline: MutantRun, variants: list[MutantRun], runs: list[MutantRun]) -> None:
+    """The human table: the baseline's and each conformant variant's counts, then each mutant, its description
+    and the cases that caught it (or SURVIVED)."""
     name_width = max([len(r.name) for r in runs] + [len("mutant")])
     desc_width = min(60, max([len(r.description) for r in runs] + [len("description")]))
     print(f"baseline: {baseline.cases} case runs against the healthy reference broker, "
           f"{len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR ({baseline.seconds:.1f}s)")
+    for variant in variants:
+        print(f"conformant variant {variant.name} ({variant.description}): {variant.cases} case runs, "
+              f"{len(variant.caught_by)} FAIL, {len(variant.errors)} ERROR ({variant.seconds:.1f}s)")
     print(f"{'mutant':<{name_width}}  {'description':<{desc_width}}  caught by (FAIL)")
     for run in runs:
         caught = ", ".join(run.caught_by) if run.caught else "SURVIVED"

@@ -390,9 +390,12 @@ class ScriptedPeer:
         return self.expect("attach", since, on=link.session, name=link.name)
 
     def handle_of(self, link: Link) -> int:
-        """The handle we gave ``link`` in our most recent attach for it (read from the captured frame)."""
+        """The handle we gave ``link`` in our most recent attach for it (read from the captured frame): the one of
+        that name and ``link``'s role, since a sending and a receiving link may share a name (2.6.1)."""
+        role = "receiver" if link.is_receiver else "sender"
         for frame in reversed(self.engine.frames):
-            if frame.direction == "out" and frame.performative == "attach" and frame.fields.get("name") == link.name:
+            if frame.direction == "out" and frame.performative == "attach" and frame.fields.get("name") == link.name \
+                    and frame.fields.get("role") == role:
                 return frame.fields["handle"]
         raise PeerError(f"no attach was sent for link {link.name!r}")
 

@@ -188,10 +188,16 @@ def _described(type_name: str, fields: dict[str, Any], ctx: RawContext) -> Descr
 
 def frame_bytes(spec: dict[str, Any], ctx: RawContext) -> bytes:
     """The bytes of one frame specification (``repeat`` included), placeholders resolved from ``ctx``."""
+    return b"".join(frames_of(spec, ctx))
+
+
+def frames_of(spec: dict[str, Any], ctx: RawContext) -> list[bytes]:
+    """Each frame one frame specification makes (one per ``repeat``), in order, placeholders resolved from
+    ``ctx`` (``$delivery-id`` and ``$tag`` advancing from one to the next)."""
     times = spec.get("repeat", 1)
     times = ctx.resolve(times) if isinstance(times, str) else int(times)
     payload = _payload(spec)  # encoded once: every repeat carries the same bytes (a credit can be 65536)
-    return b"".join(_one_frame(spec, ctx, payload) for _ in shared(range(times)))
+    return [_one_frame(spec, ctx, payload) for _ in shared(range(times))]
 
 
 def _payload(spec: dict[str, Any]) -> bytes:

@@ -1,0 +1,91 @@
+"""Conformant variants of the reference broker: each differs from it only where the sources leave the choice open.
+
+A mutant (:mod:`.mutants`) breaks a guarantee and the catalogue must FAIL it. A conformant variant keeps
+every guarantee and makes one choice the sources leave to the broker another way; the catalogue must PASS it
+as it passes the reference (``selftest`` runs each beside the baseline). A row, or a script, that FAILs or
+ERRORs one has taken the reference's choice for a rule: the over-constraint this guards against.
+"""
+
+from __future__ import annotations
+
+from proton import Event
+
+from ..frames import Frame
+from .broker import Broker, BrokerConnection
+from .mutants import Mutant, RewritingConnection
+from .router import Router
+
+HIDDEN_LINKS = 3  # link endpoints each session of the variant holds before any of the client's
+HIDDEN_PREFIX = "conformant-variant-hidden-"
+MIN_MAX_FRAME_SIZE = 512  # AMQP 1.0 2.7.1: the least max-frame-size a peer may offer
+
+
+class HandlesFromThree(Broker):
+    """Numbers the link endpoints it attaches from :data:`HIDDEN_LINKS` (3) instead of 0.
+
+    2.6.2 leaves the choice of a handle to its endpoint (any unused one up to the session's handle-max), and
+    a peer must address the broker's frames by the broker's handles, never assume they equal its own. proton
+    gives a link the lowest free handle of its session, so each session first attaches :data:`HIDDEN_LINKS`
+    links of its own that never reach the wire (their attach frames are dropped): every handle the client sees
+    is proton's own, encoded by proton, frames sized by it."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection whose output leaves out the hidden links' attach frames."""
+        return RewritingConnection(self, peer_name, _without_hidden_attach)
+
+    def _on_pn_session_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        super()._on_pn_session_remote_open(connection, event)
+        for index in range(HIDDEN_LINKS):
+            event.session.sender(f"{HIDDEN_PREFIX}{index}").open()
+
+
+class RouterHandlesFromThree(HandlesFromThree, Router):
+    """The router mode of :class:`HandlesFromThree`."""
+
+
+class SmallFramesConnection(BrokerConnection):
+    """A connection whose max-frame-size is the least 2.7.1 allows (512): whatever the client sends larger goes in
+    several transfer frames, and a frame over 512 bytes is a framing error."""
+
+    def __init__(self, broker: Broker, peer_name: str) -> None:
+        super().__init__(broker, peer_name)
+        self.engine.transport.max_frame_size = MIN_MAX_FRAME_SIZE
+        self.policed.splitter.size_limit = MIN_MAX_FRAME_SIZE
+
+
+class SmallFrames(Broker):
+    """Takes frames of at most 512 bytes (2.7.1's MIN-MAX-FRAME-SIZE), the least a broker may offer."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection that offers max-frame-size 512."""
+        return SmallFramesConnection(self, peer_name)
+
+
+class OneCredit(Broker):
+    """Gives a publisher's link one credit at a time: a link-credit of 1, given again once it is spent."""
+
+    publisher_credit = 1
+
+
+class RouterOneCredit(OneCredit, Router):
+    """The router mode of :class:`OneCredit`."""
+
+
+def _without_hidden_attach(frame: Frame) -> bytes:
+    name = frame.fields.get("name") if frame.performative == "attach" else None
+    return b"" if isinstance(name, str) and name.startswith(HIDDEN_PREFIX) else frame.raw
+
+
+CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
+    Mutant("variant-handles-from-three", f"numbers its link handles from {HIDDEN_LINKS}, not 0",
+           "keeps every guarantee (AMQP 1.0 2.6.2: an endpoint chooses its own handles; a client must use the "
+           "broker's)", HandlesFromThree),
+    Mutant("variant-small-frames", f"offers max-frame-size {MIN_MAX_FRAME_SIZE}, the least 2.7.1 allows",
+           "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
+    Mutant("variant-one-credit", "gives each publisher one credit at a time",
+           "keeps every guarantee (AMQP 1.0 2.6.7: the receiver decides how much credit it gives)", OneCredit),
+    Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
+           "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
+    Mutant("variant-router-one-credit", "the router gives each producer one credit at a time",
+           "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
+)}
