@@ -19,15 +19,16 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
-from proton import Delivery, Message, Receiver, symbol
+from proton import Delivery, Message, Receiver, Session, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
+from .scripts import broker_handle
 
 OUTCOME_ACTIONS = {"accept": "accepted", "reject": "rejected", "release": "released", "modify": "modified"}
 LEAVING_ACTIONS = ("detach", "suspend", "close", "disconnect")  # suspend: detach with closed=false (2.6.5)
 ACTIONS = (*OUTCOME_ACTIONS, "settle", "hold", *LEAVING_ACTIONS)  # settle: settled with no state (2.7.6)
 ACTION_FIELDS = {"action": str, "condition": str, "description": str, "info": dict, "delivery_failed": bool,
-                 "undeliverable_here": bool, "annotations": dict, "credit": int, "elsewhere": bool}
+                 "undeliverable_here": bool, "annotations": dict, "credit": int, "elsewhere": bool, "namesake": bool}
 ONLY_FOR = {"condition": "reject", "description": "reject", "info": "reject", "delivery_failed": "modify",
             "undeliverable_here": "modify", "annotations": "modify"}
 TERMINAL = ("accepted", "rejected", "released", "modified")
@@ -68,7 +69,10 @@ def check_consumers(value: Any) -> str | None:
     credit only when its turn to act comes (a starved consumer whose action is to leave leaves without ever
     granting credit, so it goes away holding copies the router never sent). ``elsewhere = true``: the consumer
     attaches to another routed address of the same kind (one the producer never sends to), so it must get nothing.
-    An empty list means no consumer at all.
+    ``namesake = true``: once the consumer is attached, a sending link with its link name (so a link of the other
+    direction, 2.6.1) is attached on its session to another routed address of the same kind and closed again,
+    before the producer sends: ending that link must leave the consumer's alone. An empty list means no consumer
+    at all.
     """
     if value is None:
         return "required: a list of consumer scripts, e.g. [{ action = \"accept\" }] ([] for no consumer)"
@@ -192,6 +196,8 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         credit = script.get("credit", CONSUMER_CREDIT)
         where = f"{address}-elsewhere" if script.get("elsewhere") else address
         receiver, _ = setup_step(f"attach {label}", peer.attach_receiver, session, where, credit=credit)
+        if script.get("namesake"):
+            _attach_and_close_namesake(peer, session, receiver, f"{address}-namesake", label)
         consumers.append(Consumer(label, script, peer, receiver))
 
     presettled = given["settlement"] == "presettled"
@@ -254,6 +260,17 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["before_credit"] = [c.before_credit for c in consumers]
     observed["m1_fate"] = [c.m1_fate() for c in consumers]
     return observed
+
+
+def _attach_and_close_namesake(peer: ScriptedPeer, session: Session, receiver: Receiver, address: str,
+                               label: str) -> None:
+    """Attach a sending link named as ``receiver`` on ``session`` to ``address``, close it, and wait for the
+    router's detach of it (by the router's handle for it)."""
+    since = peer.mark()
+    sender, attach = setup_step(f"attach {label}'s namesake sender", peer.attach_sender, session, address,
+                                name=receiver.name)
+    sender.close()
+    setup_step(f"close {label}'s namesake sender", peer.expect, "detach", since, handle=broker_handle(attach))
 
 
 def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, presettled: bool,
