@@ -17,6 +17,9 @@ from .router import Router
 
 HIDDEN_LINKS = 3  # link endpoints each session of the variant holds before any of the client's
 HIDDEN_PREFIX = "conformant-variant-hidden-"
+HIDDEN_SESSIONS = 2  # sessions each connection of the variant begins before any of the client's
+# the performatives of a session (2.7.2-2.7.8); open, close and empty frames on channel 0 belong to the connection
+SESSION_PERFORMATIVES = ("begin", "attach", "flow", "transfer", "disposition", "detach", "end")
 MIN_MAX_FRAME_SIZE = 512  # AMQP 1.0 2.7.1: the least max-frame-size a peer may offer
 
 
@@ -41,6 +44,34 @@ class HandlesFromThree(Broker):
 
 class RouterHandlesFromThree(HandlesFromThree, Router):
     """The router mode of :class:`HandlesFromThree`."""
+
+
+class ChannelsFromTwo(Broker):
+    """Numbers its sessions' channels from :data:`HIDDEN_SESSIONS` (2) instead of 0: 2.5.1 lets each end of a
+    session choose its own channel, so the broker's begin answering the client's channel 0 comes on channel 2.
+    Each connection first begins :data:`HIDDEN_SESSIONS` sessions of its own that never reach the wire (their
+    frames are dropped), so proton allocates and writes every channel the client sees."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection whose output leaves out every frame on the hidden sessions' channels."""
+        hidden: set[int] = set()
+
+        def without_hidden_sessions(frame: Frame) -> bytes:
+            if frame.performative == "begin" and frame.fields.get("remote-channel") is None:
+                hidden.add(frame.channel)  # a begin answering no begin of the client's: one of ours
+            on_hidden = frame.channel in hidden and frame.performative in SESSION_PERFORMATIVES
+            return b"" if on_hidden else frame.raw
+
+        return RewritingConnection(self, peer_name, without_hidden_sessions)
+
+    def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        super()._on_pn_connection_remote_open(connection, event)
+        for _ in range(HIDDEN_SESSIONS):
+            event.connection.session().open()
+
+
+class RouterChannelsFromTwo(ChannelsFromTwo, Router):
+    """The router mode of :class:`ChannelsFromTwo`."""
 
 
 class SmallFramesConnection(BrokerConnection):
@@ -80,12 +111,16 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-handles-from-three", f"numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2: an endpoint chooses its own handles; a client must use the "
            "broker's)", HandlesFromThree),
+    Mutant("variant-channels-from-two", f"numbers its session channels from {HIDDEN_SESSIONS}, not 0",
+           "keeps every guarantee (AMQP 1.0 2.5.1: each end of a session chooses its own channel)", ChannelsFromTwo),
     Mutant("variant-small-frames", f"offers max-frame-size {MIN_MAX_FRAME_SIZE}, the least 2.7.1 allows",
            "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
     Mutant("variant-one-credit", "gives each publisher one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7: the receiver decides how much credit it gives)", OneCredit),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
+    Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
+           "not 0", "keeps every guarantee (AMQP 1.0 2.5.1)", RouterChannelsFromTwo, broker_name="reference-router"),
     Mutant("variant-router-one-credit", "the router gives each producer one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
 )}

@@ -101,8 +101,8 @@ class PolicedInput:
         if frame.performative == "begin":
             known = {s._impl for s in self.sessions.values()}
             session = connection.session_head(0)
-            while session is not None:
-                if session._impl not in known:
+            while session is not None:  # the one the peer's begin made: remote-active, not yet mapped
+                if session._impl not in known and session.state & Endpoint.REMOTE_ACTIVE:
                     self.sessions[frame.channel] = session
                     break
                 session = session.next(0)
