@@ -32,14 +32,18 @@ ENDINGS = ("close", "end", "detach")
 MAX_RAW_FRAME = 16 * 1024 * 1024
 
 
-def answer_of(frame: Frame | None) -> dict[str, Any] | None:
-    """A close, end or detach as judged: performative, error condition and (detach) closed flag."""
+def answer_of(frame: Frame | None, frames: list[Frame]) -> dict[str, Any] | None:
+    """A close, end or detach as judged: performative, error condition, (detach) closed flag and (end, detach)
+    ``session``: our channel of the session it is on (the broker numbers its channels its own way, 2.5.1; read
+    from ``frames``, the connection's frames so far)."""
     if frame is None:
         return None
     error = frame.fields.get("error") or {}
     seen: dict[str, Any] = {"performative": frame.performative, "condition": error.get("condition")}
     if frame.performative == "detach":
         seen["closed"] = bool(frame.fields.get("closed"))
+    if frame.performative in ("end", "detach"):
+        seen["session"] = our_channel_of(frames, frame.channel, frame.channel)
     return seen
 
 
@@ -212,7 +216,7 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.pump(ended, wait_for(ctx, "answer"))
     answer = _first(peer.frames, since, ENDINGS)
     observed: dict[str, Any] = {
-        "answer": answer_of(answer),
+        "answer": answer_of(answer, peer.frames),
         "header": header_text(_first(peer.frames, since, ("amqp-header", "sasl-header", "tls-header",
                                                           "unknown-header"))),
     }
@@ -220,7 +224,7 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         after = peer.frames.index(answer) + 1  # e.g. the end of a session after a link's detach
         peer.pump(lambda: _first(peer.frames, after, ENDINGS) is not None,
                   wait_for(ctx, "then") if "then" in ctx.expected else 0.05)
-        observed["then"] = answer_of(_first(peer.frames, after, ENDINGS))
+        observed["then"] = answer_of(_first(peer.frames, after, ENDINGS), peer.frames)
     if "sent" in ctx.expected:
         # the answer was waited for above; now the quiet time more (or up to the socket's close) for anything
         # after it: a broker may rightly keep the socket open for our close (2.4.3)
