@@ -15,7 +15,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from amqp_conformance.peers.frames import FRAME_TYPE_SASL, SASL_HEADER, Frame, FrameSplitter, described, encode_frame
+from amqp_conformance.peers.frames import (
+    FRAME_TYPE_SASL,
+    SASL_HEADER,
+    Frame,
+    FrameSplitter,
+    FramingError,
+    described,
+    encode_frame,
+)
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
 from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes, frames_of
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
@@ -269,13 +277,12 @@ def _send_within_credit(ctx: CaseContext, peer: Any, raw: RawContext, frames: li
     its credit no longer applies, and the rest goes as the row has it). Raises :class:`NotApplicable` when neither
     comes within the time-out: the row's deliveries would exceed the broker's credit, which is not what the row is
     about."""
-    splitter = FrameSplitter("out")
     available, started, in_progress = raw.credit, 0, False
     pending = bytearray()
     for data in frames:
-        frame = splitter.feed(data)[0]
-        on_link = frame.performative == "transfer" and frame.fields.get("handle") == raw.handle
-        if on_link and not in_progress:  # the first transfer of a delivery uses one credit
+        frame = _decoded(data)
+        on_link = frame is not None and frame.performative == "transfer" and frame.fields.get("handle") == raw.handle
+        if frame is not None and on_link and not in_progress:  # the first transfer of a delivery uses one credit
             if available <= 0:
                 if pending:
                     peer.send_raw(bytes(pending))
@@ -283,11 +290,20 @@ def _send_within_credit(ctx: CaseContext, peer: Any, raw: RawContext, frames: li
                 available = _more_credit(ctx, peer, raw, started)
             available -= 1
             started += 1
-        if on_link:
+        if frame is not None and on_link:
             in_progress = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
         pending += data
     if pending:
         peer.send_raw(bytes(pending))
+
+
+def _decoded(data: bytes) -> Frame | None:
+    """The one frame ``data`` holds, decoded; None for bytes that are not one whole frame (a row's bad framing)."""
+    try:
+        frames = FrameSplitter("out").feed(data)
+    except FramingError:
+        return None
+    return frames[0] if len(frames) == 1 else None
 
 
 def _more_credit(ctx: CaseContext, peer: Any, raw: RawContext, started: int) -> int:
@@ -298,12 +314,15 @@ def _more_credit(ctx: CaseContext, peer: Any, raw: RawContext, started: int) -> 
                  and f.fields.get("handle") == raw.handle), None)
     name = ours.fields.get("name") if ours is not None else raw.link_name
     initial = int((ours.fields.get("initial-delivery-count") if ours is not None else 0) or 0)
-    theirs = next((f for f in reversed(peer.frames) if f.direction == "in" and f.performative == "attach"
-                   and f.fields.get("name") == name and f.fields.get("role") == "receiver"), None)
+    answers = [(index, frame) for index, frame in enumerate(peer.frames) if frame.direction == "in"
+               and frame.performative == "attach" and frame.fields.get("name") == name
+               and frame.fields.get("role") == "receiver"]
+    # the broker's attach of the link: its handle, and where frames on it begin (earlier ones are another link's)
+    attached_at, theirs = answers[-1] if answers else (0, None)
     handle = theirs.fields.get("handle") if theirs is not None else None
 
     def credit() -> int:
-        for frame in reversed(peer.frames):
+        for frame in reversed(peer.frames[attached_at:]):
             if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") == handle:
                 count = frame.fields.get("delivery-count")
                 limit = int(frame.fields.get("link-credit") or 0)
@@ -312,7 +331,7 @@ def _more_credit(ctx: CaseContext, peer: Any, raw: RawContext, started: int) -> 
 
     def detached() -> bool:
         return any(f.direction == "in" and f.performative == "detach" and f.fields.get("handle") == handle
-                   for f in peer.frames)
+                   for f in peer.frames[attached_at:])
 
     if not peer.pump(lambda: credit() > 0 or detached(), ctx.timeout):
         raise NotApplicable(f"the broker granted the set-up's link {raw.credit} credit and no more after "
