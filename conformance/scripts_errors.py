@@ -280,9 +280,8 @@ def _send_within_credit(ctx: CaseContext, peer: Any, raw: RawContext, frames: li
     available, started, in_progress = raw.credit, 0, False
     pending = bytearray()
     for data in frames:
-        frame = _decoded(data)
-        on_link = frame is not None and frame.performative == "transfer" and frame.fields.get("handle") == raw.handle
-        if frame is not None and on_link and not in_progress:  # the first transfer of a delivery uses one credit
+        transfer = _transfer_on(data, raw.handle)
+        if transfer is not None and not in_progress:  # the first transfer of a delivery uses one credit
             if available <= 0:
                 if pending:
                     peer.send_raw(bytes(pending))
@@ -290,20 +289,23 @@ def _send_within_credit(ctx: CaseContext, peer: Any, raw: RawContext, frames: li
                 available = _more_credit(ctx, peer, raw, started)
             available -= 1
             started += 1
-        if frame is not None and on_link:
-            in_progress = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
+        if transfer is not None:
+            in_progress = bool(transfer.fields.get("more")) and not transfer.fields.get("aborted")
         pending += data
     if pending:
         peer.send_raw(bytes(pending))
 
 
-def _decoded(data: bytes) -> Frame | None:
-    """The one frame ``data`` holds, decoded; None for bytes that are not one whole frame (a row's bad framing)."""
+def _transfer_on(data: bytes, handle: int) -> Frame | None:
+    """The transfer on our link ``handle`` that ``data`` holds, decoded; None for any other frame, and for bytes
+    that are not one whole frame (a row's bad framing)."""
     try:
         frames = FrameSplitter("out").feed(data)
     except FramingError:
         return None
-    return frames[0] if len(frames) == 1 else None
+    if len(frames) != 1 or frames[0].performative != "transfer" or frames[0].fields.get("handle") != handle:
+        return None
+    return frames[0]
 
 
 def _more_credit(ctx: CaseContext, peer: Any, raw: RawContext, started: int) -> int:

@@ -27,15 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_conformance.fixtures.logtext import last_line
+from amqp_conformance.fixtures.plugin import UNCLAIMED
 from amqp_conformance.peers.reference.conformant_variants import CONFORMANT
 from amqp_conformance.peers.reference.mutants import MUTANTS, Mutant
 from amqp_conformance.reports.records import read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
 BASELINE = "(baseline)"
-# how the pytest plugin (fixtures/plugin.py _not_applicable) says that no selected case has an expectation set the
-# broker's profile claims
-UNCLAIMED = "but none has an expectation set that profile"
 
 
 class SelftestUsage(Exception):
