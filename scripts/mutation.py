@@ -6,8 +6,12 @@ One command, from a fresh clone (after ``pip install -e '.[dev]'``, which brings
 
 Every mutant of the protocol modules of ``peers/reference/`` (:data:`PROTOCOL_MODULES`) is run against the
 catalogue on the embedded reference broker (``--broker reference``); the mutants of the modules the router
-mode runs that survive that are run again against ``--broker reference-router`` (the router tables). A
-mutant is **killed** when a case FAILs or ERRORs against it (or its run times out or crashes), **survives**
+mode runs that survive that are run again against ``--broker reference-router`` (the router tables). Then
+every survivor is run once more against the conformant variant that makes each free choice the other way
+(``variant-every-choice``, and ``variant-router-every-choice`` for the router's modules; see
+``peers/reference/conformant_variants.py``): a mutant whose broken guarantee the reference's own choices
+hide (its handles, channels, credit, frame size) is caught there, as it would be in a broker that chose
+otherwise. A mutant is **killed** when a case FAILs or ERRORs against it (or its run times out or crashes), **survives**
 when every case passes, and is **uncovered** when no case runs its code. It prints the score per module and
 per table (the table of the first case that killed each mutant), every survivor with its diff and its
 triage (``docs/mutation-triage.toml``), and how long it took; it writes ``DIR/mutation.json`` and
@@ -49,6 +53,30 @@ PROTOCOL_MODULES = ("broker", "guard", "outcomes", "store", "router", "um_rules"
                     "policed")
 # the modules the router mode runs: their survivors against the broker are run again against the router
 ROUTER_MODULES = ("router", "broker", "outcomes", "store")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One run of mutmut: the catalogue against ``broker`` (as conformant ``variant`` of it, when given), over
+    the mutants of ``modules``; every pass after the first runs only the survivors of the passes before it."""
+
+    label: str
+    broker: str
+    modules: tuple[str, ...]
+    variant: str | None = None
+
+    @property
+    def against(self) -> str:
+        """The broker as the report names it: ``reference-router``, ``reference~variant-every-choice``."""
+        return f"{self.broker}~{self.variant}" if self.variant else self.broker
+
+
+PASSES = (
+    Pass("reference", "reference", PROTOCOL_MODULES),
+    Pass("reference-router", "reference-router", ROUTER_MODULES),
+    Pass("variant-every-choice", "reference", PROTOCOL_MODULES, "variant-every-choice"),
+    Pass("variant-router-every-choice", "reference-router", ROUTER_MODULES, "variant-router-every-choice"),
+)
 TRIAGE_DIR = REPO / "docs" / "mutation-triage"  # one <module>.toml a module, so work on modules never collides
 TRIAGE_CATEGORIES = {
     "equivalent": "no broker behaviour differs: no row can kill it (left out of the score)",
@@ -108,7 +136,8 @@ def pytest_runtest_logreport(report):
     path = os.environ.get("AMQP_MUTATION_KILLS")
     if report.failed and path and "__mutmut_" in mutant:
         with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"mutant": mutant, "case": report.nodeid}) + "\\n")
+            out.write(json.dumps({"mutant": mutant, "case": report.nodeid,
+                                  "against": os.environ.get("AMQP_MUTATION_AGAINST", "")}) + "\\n")
 '''
 
 
@@ -317,8 +346,9 @@ def apply_carry_over(moves: dict[str, str], directory: Path = TRIAGE_DIR) -> int
 # -- the run ------------------------------------------------------------------------------------------
 
 
-def build_workdir(workdir: Path, modules: list[str], broker: str) -> None:
-    """Lay the sources out under ``workdir/amqp_conformance/`` with mutmut's configuration and the recorder."""
+def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str | None = None) -> None:
+    """Lay the sources out under ``workdir/amqp_conformance/`` with mutmut's configuration and the recorder; the
+    catalogue runs against ``broker``, or its conformant ``variant`` when given."""
     if workdir.exists():
         shutil.rmtree(workdir)
     package = workdir / "amqp_conformance"
@@ -330,8 +360,8 @@ def build_workdir(workdir: Path, modules: list[str], broker: str) -> None:
         "source_paths": sources,
         "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py"],
         "pytest_add_cli_args_test_selection": ["amqp_conformance/conformance/"],
-        "pytest_add_cli_args": ["--broker", broker, "-p", RECORDER_MODULE, "-p", "no:cacheprovider",
-                                "--import-mode=importlib",
+        "pytest_add_cli_args": ["--broker", broker, *(["--reference-mutant", variant] if variant else []),
+                                "-p", RECORDER_MODULE, "-p", "no:cacheprovider", "--import-mode=importlib",
                                 "--case-timeout", "2"],
     }
     lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
@@ -339,9 +369,11 @@ def build_workdir(workdir: Path, modules: list[str], broker: str) -> None:
     (workdir / f"{RECORDER_MODULE}.py").write_text(RECORDER, encoding="utf-8")
 
 
-def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2) -> None:
-    """Run ``mutmut run`` in ``workdir`` (only ``names`` when given), its progress passed through."""
-    env = dict(os.environ, AMQP_MUTATION_KILLS=str(kills))
+def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2,
+               against: str = "") -> None:
+    """Run ``mutmut run`` in ``workdir`` (only ``names`` when given), its progress passed through; the kills it
+    records name ``against``, the broker of the pass."""
+    env = dict(os.environ, AMQP_MUTATION_KILLS=str(kills), AMQP_MUTATION_AGAINST=against)
     command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *(names or [])]
     completed = subprocess.run(command, cwd=workdir, env=env, check=False)
     if completed.returncode not in (0, 1):
@@ -361,13 +393,30 @@ def read_statuses(workdir: Path) -> dict[str, str]:
 
 
 def read_kills(kills: Path) -> dict[str, str]:
-    """The first case that failed against each mutant."""
+    """The first case that failed against each mutant, with the broker of the pass when that was not the
+    reference (``test_core.py::test_case[…] against reference~variant-every-choice``)."""
     first: dict[str, str] = {}
     if kills.exists():
         for line in kills.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
-            first.setdefault(record["mutant"], record["case"])
+            against = record.get("against", "")
+            case = record["case"] + (f" against {against}" if against and against != "reference" else "")
+            first.setdefault(record["mutant"], case)
     return first
+
+
+def merge_pass(statuses: dict[str, str], workdirs: dict[str, Path], found: dict[str, str], run_dir: Path,
+               modules: list[str], names: list[str] | None) -> None:
+    """Take one pass's statuses into ``statuses`` (and the work directory that holds each mutant's diff into
+    ``workdirs``): the first pass (``names`` None) gives every mutant of ``modules``; a later one, run over the
+    survivors ``names``, replaces a status only with a kill, or where no case had reached the mutant before."""
+    for name, status in found.items():
+        if module_of(name) not in modules or status == "not checked":
+            continue
+        if names is None:
+            statuses[name], workdirs[name] = status, run_dir
+        elif name in names and (status in KILLED_STATUSES or statuses[name] == "no tests"):
+            statuses[name], workdirs[name] = status, run_dir
 
 
 def diff_of(workdir: Path, name: str) -> str:
@@ -409,36 +458,33 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     kills = args.out / "kills.jsonl"
-    broker_dir = args.workdir / "reference"
-    router_dir = args.workdir / "reference-router"
+    first_dir = args.workdir / PASSES[0].label
     if args.report_only:
-        if not (broker_dir / "mutants").is_dir():
+        if not (first_dir / "mutants").is_dir():
             print(f"mutation: no run kept in {args.workdir}; run without --report-only first", file=sys.stderr)
             return 2
     else:
         kills.unlink(missing_ok=True)
         if (args.out / "survivors.md").is_file():  # what the triage was written against: carry_over's input
             (args.out / "survivors.md").replace(args.out / "survivors.previous.md")
-        print(f"== mutation: mutmut over {', '.join(modules)}; the catalogue against the reference broker",
-              flush=True)
-        build_workdir(broker_dir, modules, "reference")
-        run_mutmut(broker_dir, kills, max_children=args.max_children)
-    statuses = {n: s for n, s in read_statuses(broker_dir).items() if module_of(n) in modules}
-    workdirs = {name: broker_dir for name in statuses}
-
-    router_modules = [m for m in modules if m in ROUTER_MODULES]
-    again = [n for n, s in statuses.items() if module_of(n) in router_modules and s not in KILLED_STATUSES]
-    if again and not args.report_only:
-        print(f"\n== mutation: {len(again)} survivors of {', '.join(router_modules)} against the reference "
-              f"router", flush=True)
-        build_workdir(router_dir, router_modules, "reference-router")
-        run_mutmut(router_dir, kills, names=again, max_children=args.max_children)
-    if again and (router_dir / "mutants").is_dir():
-        for name, status in read_statuses(router_dir).items():
-            if name in again and status != "not checked":
-                if status in KILLED_STATUSES or statuses[name] == "no tests":
-                    statuses[name] = status
-                    workdirs[name] = router_dir
+    statuses: dict[str, str] = {}
+    workdirs: dict[str, Path] = {}
+    for number, run in enumerate(PASSES):
+        run_dir = args.workdir / run.label
+        pass_modules = [m for m in modules if m in run.modules]
+        names = None if number == 0 else [n for n, s in statuses.items()
+                                          if module_of(n) in pass_modules and s not in KILLED_STATUSES]
+        if names == [] or not pass_modules:
+            continue
+        if not args.report_only:
+            what = (f"mutmut over {', '.join(pass_modules)}" if names is None
+                    else f"{len(names)} survivors of {', '.join(pass_modules)}")
+            print(f"\n== mutation: {what}; the catalogue against {run.against}", flush=True)
+            build_workdir(run_dir, pass_modules, run.broker, run.variant)
+            run_mutmut(run_dir, kills, names=names, max_children=args.max_children, against=run.against)
+        if not (run_dir / "mutants").is_dir():
+            continue  # --report-only over a run kept from before this pass existed
+        merge_pass(statuses, workdirs, read_statuses(run_dir), run_dir, pass_modules, names)
     first_kill = read_kills(kills)
     results = [MutantResult(name, module_of(name), status, first_kill.get(name), triage.get(name))
                for name, status in sorted(statuses.items())]

@@ -3,10 +3,13 @@
 A mutant (:mod:`.mutants`) breaks a guarantee and the catalogue must FAIL it. A conformant variant keeps
 every guarantee and makes one choice the sources leave to the broker another way; the catalogue must PASS it
 as it passes the reference (``selftest`` runs each beside the baseline). A row, or a script, that FAILs or
-ERRORs one has taken the reference's choice for a rule: the over-constraint this guards against.
+ERRORs one has taken the reference's choice for a rule: the over-constraint this guards against. The
+``every-choice`` variants make all of them otherwise at once (the mutation run's last pass).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from proton import Event
 
@@ -54,15 +57,7 @@ class ChannelsFromTwo(Broker):
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
         """A connection whose output leaves out every frame on the hidden sessions' channels."""
-        hidden: set[int] = set()
-
-        def without_hidden_sessions(frame: Frame) -> bytes:
-            if frame.performative == "begin" and frame.fields.get("remote-channel") is None:
-                hidden.add(frame.channel)  # a begin answering no begin of the client's: one of ours
-            on_hidden = frame.channel in hidden and frame.performative in SESSION_PERFORMATIVES
-            return b"" if on_hidden else frame.raw
-
-        return RewritingConnection(self, peer_name, without_hidden_sessions)
+        return RewritingConnection(self, peer_name, _without_hidden_sessions())
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
         super()._on_pn_connection_remote_open(connection, event)
@@ -74,14 +69,12 @@ class RouterChannelsFromTwo(ChannelsFromTwo, Router):
     """The router mode of :class:`ChannelsFromTwo`."""
 
 
-class SmallFramesConnection(BrokerConnection):
-    """A connection whose max-frame-size is the least 2.7.1 allows (512): whatever the client sends larger goes in
-    several transfer frames, and a frame over 512 bytes is a framing error."""
-
-    def __init__(self, broker: Broker, peer_name: str) -> None:
-        super().__init__(broker, peer_name)
-        self.engine.transport.max_frame_size = MIN_MAX_FRAME_SIZE
-        self.policed.splitter.size_limit = MIN_MAX_FRAME_SIZE
+def offer_least_max_frame_size(connection: BrokerConnection) -> BrokerConnection:
+    """``connection``, set to offer the least max-frame-size 2.7.1 allows (512): whatever the client sends larger
+    goes in several transfer frames, and a frame over 512 bytes is a framing error."""
+    connection.engine.transport.max_frame_size = MIN_MAX_FRAME_SIZE
+    connection.policed.splitter.size_limit = MIN_MAX_FRAME_SIZE
+    return connection
 
 
 class SmallFrames(Broker):
@@ -89,7 +82,7 @@ class SmallFrames(Broker):
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
         """A connection that offers max-frame-size 512."""
-        return SmallFramesConnection(self, peer_name)
+        return offer_least_max_frame_size(BrokerConnection(self, peer_name))
 
 
 class OneCredit(Broker):
@@ -102,9 +95,51 @@ class RouterOneCredit(OneCredit, Router):
     """The router mode of :class:`OneCredit`."""
 
 
+class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit):
+    """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
+    and max-frame-size 512. A mutant of the reference that no row catches against the reference may break a
+    guarantee only where the reference's own choices hide it; ``scripts/mutation.py`` runs the survivors against
+    this variant too."""
+
+    least_max_frame_size = True
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection that hides the hidden links' and sessions' frames (and offers max-frame-size 512)."""
+        rewriters = (_without_hidden_attach, _without_hidden_sessions())
+        connection = RewritingConnection(self, peer_name, lambda frame: _through_all(rewriters, frame))
+        return offer_least_max_frame_size(connection) if self.least_max_frame_size else connection
+
+
+class RouterEveryChoiceOther(EveryChoiceOther, Router):
+    """The router mode of :class:`EveryChoiceOther`, at the router's own max-frame-size: the reference router
+    takes no message in more than one transfer frame (it refuses one with ``amqp:not-implemented``), so at 512
+    bytes it would refuse messages the router rows' peers may send whole."""
+
+    least_max_frame_size = False
+
+
 def _without_hidden_attach(frame: Frame) -> bytes:
     name = frame.fields.get("name") if frame.performative == "attach" else None
     return b"" if isinstance(name, str) and name.startswith(HIDDEN_PREFIX) else frame.raw
+
+
+def _without_hidden_sessions() -> Callable[[Frame], bytes]:
+    """A rewriter (for one connection) that leaves out every frame on the channels of sessions the broker began
+    on its own, not answering a begin of the client's."""
+    hidden: set[int] = set()
+
+    def rewrite(frame: Frame) -> bytes:
+        if frame.performative == "begin" and frame.fields.get("remote-channel") is None:
+            hidden.add(frame.channel)  # a begin answering no begin of the client's: one of ours
+        on_hidden = frame.channel in hidden and frame.performative in SESSION_PERFORMATIVES
+        return b"" if on_hidden else frame.raw
+
+    return rewrite
+
+
+def _through_all(rewriters: tuple[Callable[[Frame], bytes], ...], frame: Frame) -> bytes:
+    """``frame``'s bytes when no rewriter drops it, else nothing (each rewriter either keeps or drops)."""
+    return frame.raw if all(rewrite(frame) for rewrite in rewriters) else b""
 
 
 CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
@@ -117,10 +152,17 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
     Mutant("variant-one-credit", "gives each publisher one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7: the receiver decides how much credit it gives)", OneCredit),
+    Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
+           f"time and max-frame-size {MIN_MAX_FRAME_SIZE}, all at once",
+           "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7, 2.7.1)", EveryChoiceOther),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
     Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
            "not 0", "keeps every guarantee (AMQP 1.0 2.5.1)", RouterChannelsFromTwo, broker_name="reference-router"),
     Mutant("variant-router-one-credit", "the router gives each producer one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
+    Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
+           f"{HIDDEN_SESSIONS} and one credit at a time, all at once",
+           "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7)", RouterEveryChoiceOther,
+           broker_name="reference-router"),
 )}
