@@ -152,12 +152,17 @@ def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dic
 def _check_credit_withheld(peer: Any, since: int) -> None:
     """Raise :class:`NotApplicable` when the broker granted credit to a link the row's own frames attached although
     its admin was to withhold all credit from the node: the row's transfers on it were then within credit, and the
-    row cannot judge them. (Credit on the set-up's link is the row's business: it stays a FAIL.)"""
+    row cannot judge them. (Credit on the set-up's link is the row's business: it stays a FAIL.) The credit that
+    counts is the one the broker's last flow on the link states: credit it granted and took back (a flow of 0
+    after it, 2.6.7) was withheld after all."""
     attached = {frame.fields.get("handle") for frame in peer.frames[since:]
                 if frame.direction == "in" and frame.performative == "attach"}
+    last_flow: dict[object, Frame] = {}
     for frame in peer.frames[since:]:
-        if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") in attached \
-                and (frame.fields.get("link-credit") or 0) > 0:
+        if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") in attached:
+            last_flow[frame.fields["handle"]] = frame
+    for frame in last_flow.values():
+        if (frame.fields.get("link-credit") or 0) > 0:
             credit, handle = int(frame.fields["link-credit"]), int(frame.fields["handle"])
             raise NotApplicable(f"the admin's withhold-credit did not hold for the link the row attached: the broker "
                                 f"granted link-credit {credit} on its handle {handle}, so the row's transfers were "

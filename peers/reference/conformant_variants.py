@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proton import Event
+from proton import Endpoint, Event
 
 from ..frames import Frame
 from .broker import Broker, BrokerConnection
@@ -95,11 +95,26 @@ class RouterOneCredit(OneCredit, Router):
     """The router mode of :class:`OneCredit`."""
 
 
-class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit):
+class RevokesWithheldCredit(Broker):
+    """Withholds a publisher's credit (admin: withhold-credit) by saying so: where the reference sends no flow
+    at all, it grants one credit and takes it back at once, a flow of link-credit 1 and then one of 0 in the same
+    write. 2.6.7 lets the receiver set the credit as it likes at any time; a flow of 0 grants nothing."""
+
+    def _on_pn_link_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        super()._on_pn_link_remote_open(connection, event)
+        link = event.link
+        withheld = (link.remote_target.address or "") in self.withheld_credit
+        if link.is_receiver and withheld and link.state & Endpoint.LOCAL_ACTIVE:
+            link.flow(1)
+            connection.take_output()  # proton writes the flow of 1 now: a flow of 0 is never written unless
+            link.flow(-1)  # the credit it states changed since the last flow, so take the one back after it
+
+
+class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit):
     """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
-    and max-frame-size 512. A mutant of the reference that no row catches against the reference may break a
-    guarantee only where the reference's own choices hide it; ``scripts/mutation.py`` runs the survivors against
-    this variant too."""
+    withheld credit granted and revoked, and max-frame-size 512. A mutant of the reference that no row catches
+    against the reference may break a guarantee only where the reference's own choices hide it;
+    ``scripts/mutation.py`` runs the survivors against this variant too."""
 
     least_max_frame_size = True
 
@@ -152,8 +167,11 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
     Mutant("variant-one-credit", "gives each publisher one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7: the receiver decides how much credit it gives)", OneCredit),
+    Mutant("variant-revokes-withheld-credit", "withholds a publisher's credit with a flow of 1 and then one of 0, "
+           "not by sending no flow", "keeps every guarantee (AMQP 1.0 2.6.7: the receiver sets the credit at any "
+           "time)", RevokesWithheldCredit),
     Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
-           f"time and max-frame-size {MIN_MAX_FRAME_SIZE}, all at once",
+           f"time, withheld credit revoked and max-frame-size {MIN_MAX_FRAME_SIZE}, all at once",
            "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7, 2.7.1)", EveryChoiceOther),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
@@ -162,7 +180,7 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-router-one-credit", "the router gives each producer one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
     Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
-           f"{HIDDEN_SESSIONS} and one credit at a time, all at once",
+           f"{HIDDEN_SESSIONS}, one credit at a time and withheld credit revoked, all at once",
            "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7)", RouterEveryChoiceOther,
            broker_name="reference-router"),
 )}
