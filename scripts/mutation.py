@@ -14,7 +14,7 @@ hide (its handles, channels, credit, frame size) is caught there, as it would be
 otherwise. A mutant is **killed** when a case FAILs or ERRORs against it (or its run times out or crashes), **survives**
 when every case passes, and is **uncovered** when no case runs its code. It prints the score per module and
 per table (the table of the first case that killed each mutant), every survivor with its diff and its
-triage (``docs/mutation-triage.toml``), and how long it took; it writes ``DIR/mutation.json`` and
+triage (``docs/mutation-triage/<module>.toml``), and how long it took; it writes ``DIR/mutation.json`` and
 ``DIR/survivors.md``. The score is killed / (all - equivalent - source-silent): a survivor triaged ``equivalent``
 cannot be killed by any broker behaviour, and one triaged ``source-silent`` differs only where the source documents
 leave the behaviour open (a row that killed it would FAIL a conformant broker), so both are left out; ``open``
@@ -196,6 +196,11 @@ def table_of(case: str) -> str:
     """The table of a pytest node id of the catalogue (``test_core.py::test_case[core.outcomes/x:core]``)."""
     match = re.search(r"\[([^/\]]+)/", case)
     return match.group(1) if match else case
+
+
+def pass_of(killed_by: str) -> str:
+    """The broker of the pass a kill was made in, when not the first (``… against reference-router``), or ''."""
+    return killed_by.rpartition(" against ")[2] if " against " in killed_by else ""
 
 
 def load_triage(directory: Path = TRIAGE_DIR) -> dict[str, dict[str, str]]:
@@ -530,6 +535,9 @@ def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elaps
     unattributed = sum(1 for r in results if r.killed and not r.killed_by)
     print("\nkilled first by table: " + ", ".join(f"{t} {n}" for t, n in tables.most_common())
           + (f", a time-out or crash {unattributed}" if unattributed else ""))
+    later = Counter(pass_of(r.killed_by) for r in results if r.killed and r.killed_by and pass_of(r.killed_by))
+    if later:
+        print("killed only in a later pass, against: " + ", ".join(f"{b} {n}" for b, n in later.most_common()))
     untriaged = [r for r in results if not r.killed and not r.triage]
     by_category = Counter(r.triage["category"] for r in results if not r.killed and r.triage)
     print(f"survivors: {len(untriaged)} untriaged, "
