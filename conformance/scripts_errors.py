@@ -157,10 +157,8 @@ def _check_credit_withheld(peer: Any, since: int) -> None:
     after it, 2.6.7) was withheld after all."""
     attached = {frame.fields.get("handle") for frame in peer.frames[since:]
                 if frame.direction == "in" and frame.performative == "attach"}
-    last_flow: dict[object, Frame] = {}
-    for frame in peer.frames[since:]:
-        if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") in attached:
-            last_flow[frame.fields["handle"]] = frame
+    last_flow = {frame.fields["handle"]: frame for frame in peer.frames[since:]  # a later flow replaces an earlier
+                 if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") in attached}
     for frame in last_flow.values():
         if (frame.fields.get("link-credit") or 0) > 0:
             credit, handle = int(frame.fields["link-credit"]), int(frame.fields["handle"])
