@@ -13,7 +13,7 @@ from typing import Any
 
 from amqp_conformance.peers.address import BrokerAddress
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ExpectationFailed, PeerError, ScriptedPeer
+from amqp_conformance.peers.peer import ExpectationFailed, NoCredit, PeerError, ScriptedPeer
 from amqp_conformance.peers.turns import OwnClock
 from proton import Session
 
@@ -107,10 +107,20 @@ class CaseContext:
                 pass
 
 
+def no_credit(what: str, detail: str) -> NotApplicable:
+    """The UNSUPPORTED verdict for a set-up step that found no credit to send with, naming the step and 2.6.7."""
+    return NotApplicable(f"set-up step '{what}' found no credit to send with: {detail}. A receiver may withhold "
+                         f"credit (AMQP 1.0 2.6.7), so the row cannot run against this broker")
+
+
 def setup_step(what: str, step: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run a set-up step; turn its failure into :class:`SetupFailed` saying which step it was."""
+    """Run a set-up step; turn its failure into :class:`SetupFailed` saying which step it was. A step that found
+    no credit to send with raises :class:`NotApplicable` instead: the broker may withhold credit (AMQP 1.0 2.6.7),
+    so the row cannot run against it, and that is no failure of the harness."""
     try:
         return step(*args, **kwargs)
+    except NoCredit as exc:
+        raise no_credit(what, exc.summary) from exc
     except ExpectationFailed as exc:
         raise SetupFailed(f"set-up step '{what}' failed: {exc.summary}") from exc
     except PeerError as exc:

@@ -30,7 +30,7 @@ from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
 from amqp_conformance.peers.socket_end import await_end_after_close
 from proton import symbol, uint
 
-from .context import CaseContext, NotApplicable, SetupFailed, setup_step
+from .context import CaseContext, NotApplicable, SetupFailed, no_credit, setup_step
 from .scripts_core import wait_for
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
@@ -145,7 +145,7 @@ def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dic
 
     _await(peer, since, "attach", "attach sender (raw)", "the broker sent no attach")
     if not peer.pump(lambda: credited() is not None):
-        raise SetupFailed("set-up step 'wait for credit' failed: the broker granted the raw sender no credit")
+        raise no_credit("wait for credit", "the broker granted the raw sender no credit")
     raw.credit = credited().fields["link-credit"]
 
 

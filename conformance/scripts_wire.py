@@ -17,7 +17,7 @@ from amqp_conformance.peers.peer import PeerError, ScriptedPeer
 from amqp_conformance.peers.turns import waiting
 from proton import Condition, Delivery, symbol
 
-from .context import CaseContext, SetupFailed, setup_step
+from .context import CaseContext, NotApplicable, SetupFailed, setup_step
 
 NODE = "conformance.wire"  # after the profile's node prefix
 FRAMES = ("open", "begin", "attach-sender", "attach-receiver", "flow", "transfer", "disposition-accepted",
@@ -143,10 +143,13 @@ def link_of(peer: ScriptedPeer, frame: Frame) -> str | None:
 
 @dataclass
 class FailedExchange:
-    """Why the shared exchange failed, and its peers: their frames, as far as they came, are each row's evidence."""
+    """Why the shared exchange failed, and its peers: their frames, as far as they came, are each row's evidence.
+    ``applicable`` is False when the exchange stopped at what the broker may rightly do (it withheld the credit
+    a set-up step needed, 2.6.7): a row whose frame never came is then UNSUPPORTED, not the harness failing."""
 
     reason: str
     peers: list[ScriptedPeer]
+    applicable: bool = True
 
     def wire_peer(self) -> ScriptedPeer | None:
         """The peer that ran the exchange (label "wire"), with every frame it captured before the failure."""
@@ -175,6 +178,9 @@ def _shared_exchange(ctx: CaseContext) -> ScriptedPeer | FailedExchange:
             except PeerError as exc:
                 cached = FailedExchange(f"the shared wire exchange failed (first run for {ctx.case_id}): {exc}",
                                         list(ctx.peers))
+            except NotApplicable as exc:
+                cached = FailedExchange(f"the shared wire exchange stopped (first run for {ctx.case_id}): {exc}",
+                                        list(ctx.peers), applicable=False)
             _EXCHANGES[ctx.address.url] = cached
     finally:
         _EXCHANGING.release()
@@ -191,15 +197,17 @@ def run_wire_performatives(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
     rows cost one exchange; each row's frame log shows that exchange. When the exchange failed part-way (the
     broker reset the connection, or ended it without an AMQP close), a row whose frame was captured before
     that is still judged on it; a row whose frame never came raises :class:`SetupFailed` with the failure
-    and the frames that were captured (the harness then judges what the broker did).
+    and the frames that were captured (the harness then judges what the broker did), or :class:`NotApplicable`
+    when the exchange stopped at a choice the broker may make (it granted no credit to send with).
     """
     cached = _shared_exchange(ctx)
     peer = cached.wire_peer() if isinstance(cached, FailedExchange) else cached
     frame = pick(peer, "in" if given["side"] == "broker" else "out", given["frame"]) if peer else None
     if frame is None and isinstance(cached, FailedExchange):
         captured = ", ".join(f"{f.direction} {f.performative}" for f in (peer.frames if peer else [])) or "none"
-        raise SetupFailed(f"{cached.reason}; no {given['side']} {given['frame']} frame was captured before "
-                          f"that (captured: {captured})")
+        stopped = SetupFailed if cached.applicable else NotApplicable
+        raise stopped(f"{cached.reason}; no {given['side']} {given['frame']} frame was captured before that "
+                      f"(captured: {captured})")
     if frame is None and given["side"] == "peer":
         raise SetupFailed(f"our peer wrote no {given['frame']} frame in the exchange")
     return {"decoded": dict(frame.fields) if frame else None,

@@ -65,6 +65,11 @@ class ExpectationFailed(AssertionError):
         )
 
 
+class NoCredit(ExpectationFailed):
+    """The broker granted a link of ours no credit within the wait. A receiver may withhold credit for as long as
+    it likes (AMQP 1.0 2.6.7), so this is the broker's choice, not a failure of the harness or of the broker."""
+
+
 @dataclass
 class ReceivedDelivery:
     """A whole message the peer received: proton's delivery, its transfer frame and the decoded message."""
@@ -419,9 +424,9 @@ class ScriptedPeer:
         return covering()
 
     def wait_for_credit(self, sender: Sender, timeout: float | None = None) -> None:
-        """Wait until the broker has granted ``sender`` credit; ExpectationFailed if it never does."""
+        """Wait until the broker has granted ``sender`` credit; :class:`NoCredit` if it does not within ``timeout``."""
         if not self.pump(lambda: sender.credit > 0, timeout):
-            raise ExpectationFailed(f"{self.label}: the broker granted no credit on link {sender.name}",
+            raise NoCredit(f"{self.label}: the broker granted no credit on link {sender.name}",
                                     {"flow": "link-credit > 0"}, [], list(self.engine.frames))
 
     def send(self, sender: Sender, body: Any, *, tag: bytes | None = None, settled: bool = False,

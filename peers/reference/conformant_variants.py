@@ -95,6 +95,19 @@ class RouterOneCredit(OneCredit, Router):
     """The router mode of :class:`OneCredit`."""
 
 
+class CreditOnce(OneCredit):
+    """Gives a publisher's link one credit and never gives it back: 2.6.7 lets a receiver withhold credit for as
+    long as it likes. A row that needs a second message sent on a link cannot run against it (UNSUPPORTED)."""
+
+    def top_up(self, connection: BrokerConnection) -> None:
+        """Give no credit back."""
+        connection.credit_due.clear()
+
+
+class RouterCreditOnce(CreditOnce, Router):
+    """The router mode of :class:`CreditOnce`."""
+
+
 class RevokesWithheldCredit(Broker):
     """Withholds a publisher's credit (admin: withhold-credit) by saying so: where the reference sends no flow
     at all, it grants one credit and takes it back at once, a flow of link-credit 1 and then one of 0 in the same
@@ -167,6 +180,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
     Mutant("variant-one-credit", "gives each publisher one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7: the receiver decides how much credit it gives)", OneCredit),
+    Mutant("variant-credit-once", "gives each publisher one credit and never another",
+           "keeps every guarantee (AMQP 1.0 2.6.7: a receiver may withhold credit for as long as it likes)",
+           CreditOnce),
     Mutant("variant-revokes-withheld-credit", "withholds a publisher's credit with a flow of 1 and then one of 0, "
            "not by sending no flow", "keeps every guarantee (AMQP 1.0 2.6.7: the receiver sets the credit at any "
            "time)", RevokesWithheldCredit),
@@ -179,6 +195,8 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "not 0", "keeps every guarantee (AMQP 1.0 2.5.1)", RouterChannelsFromTwo, broker_name="reference-router"),
     Mutant("variant-router-one-credit", "the router gives each producer one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
+    Mutant("variant-router-credit-once", "the router gives each producer one credit and never another",
+           "keeps every guarantee (AMQP 1.0 2.6.7)", RouterCreditOnce, broker_name="reference-router"),
     Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
            f"{HIDDEN_SESSIONS}, one credit at a time and withheld credit revoked, all at once",
            "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7)", RouterEveryChoiceOther,
