@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.sequence import in_span
 
 ERROR_PERFORMATIVES = ("detach", "end", "close")
 KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in the frame log)
@@ -43,7 +44,7 @@ def _covers(frame: Frame, delivery_id: int) -> bool:
     last = frame.fields.get("last")
     if first is None:
         return False
-    return int(first) <= delivery_id <= int(first if last is None else last)
+    return in_span(delivery_id, int(first), int(first if last is None else last))
 
 
 def link_view(frames: list[Frame], client_role: str) -> LinkView:

@@ -12,6 +12,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from amqp_conformance.peers.sequence import span, span_length
 from proton import Message, Receiver, Sender, Session, uint
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
@@ -67,12 +68,12 @@ def disposition_covers(peer: ScriptedPeer, frame: Frame | None, direction: str =
             bodies[delivery_id] = body if isinstance(body, str) else f"delivery-id {delivery_id} (control)"
         except Exception:  # not (yet) a whole message: a multi-frame delivery cut short
             bodies[delivery_id] = f"delivery-id {delivery_id} (partial)"
-    if last < first:
+    if not span_length(first, last):
         return [f"first {first} > last {last}"]
     bodies.update(known or {})
-    covered = [bodies.get(i, f"delivery-id {i}") for i in range(first, min(last, first + 7) + 1)]
-    if last - first > 7:
-        covered.append(f"... {last - first - 7} more")
+    covered = [bodies.get(i, f"delivery-id {i}") for i in span(first, last, limit=8)]
+    if span_length(first, last) > 8:
+        covered.append(f"... {span_length(first, last) - 8} more")
     return covered
 
 

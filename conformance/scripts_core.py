@@ -17,6 +17,7 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import ExpectationFailed, ReceivedDelivery, ScriptedPeer
 from amqp_conformance.peers.rawframes import RawContext, frame_bytes
+from amqp_conformance.peers.sequence import in_span, span_length
 from proton import Condition, Delivery, Message, Receiver, Sender, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
@@ -250,9 +251,8 @@ def answers_to(dispositions: list[dict], deliveries: list[ReceivedDelivery]) -> 
         if not isinstance(first, int):
             seen["covers"], seen["strays"] = [], None
             continue
-        span = range(first, last + 1) if last >= first else range(0)
-        seen["covers"] = [i for i, delivery_id in enumerate(ids) if delivery_id in span]
-        seen["strays"] = len(span) - len(seen["covers"])
+        seen["covers"] = [i for i, delivery_id in enumerate(ids) if in_span(delivery_id, first, last)]
+        seen["strays"] = span_length(first, last) - len(seen["covers"])
     return dispositions
 
 
@@ -269,7 +269,7 @@ def settled_offsets(dispositions: list[dict], deliveries: list[ReceivedDelivery]
     for seen in dispositions:
         if seen and seen.get("settled") and isinstance(seen.get("first"), int):
             last = seen.get("last") if isinstance(seen.get("last"), int) else seen["first"]
-            covered |= {i for i, delivery_id in enumerate(ids) if seen["first"] <= delivery_id <= last}
+            covered |= {i for i, delivery_id in enumerate(ids) if in_span(delivery_id, seen["first"], last)}
     return sorted(covered)
 
 
@@ -351,7 +351,7 @@ def answers_covering(peer: ScriptedPeer, delivery_id: int) -> list[Frame]:
             and frame.fields.get("role") == "receiver" else None
         if isinstance(first, int):
             last = frame.fields.get("last") if isinstance(frame.fields.get("last"), int) else first
-            if first <= delivery_id <= last:
+            if in_span(delivery_id, first, last):
                 found.append(frame)
     return found
 

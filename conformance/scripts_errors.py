@@ -27,6 +27,7 @@ from amqp_conformance.peers.frames import (
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
 from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes, frames_of
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
+from amqp_conformance.peers.sequence import in_span
 from amqp_conformance.peers.socket_end import await_end_after_close
 from proton import symbol, uint
 
@@ -366,7 +367,7 @@ def _states(ctx: CaseContext, peer: Any, since: int) -> dict[str, Any]:
             last = fields.get("last") if isinstance(fields.get("last"), int) else first
             state = fields.get("state")
             for delivery_id in ours:
-                if first <= delivery_id <= last:
+                if in_span(delivery_id, first, last):
                     seen[str(int(delivery_id))] = state.get("@type") if isinstance(state, dict) else state
         return seen
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from amqp_conformance.peers.sequence import in_span
 from proton import Delivery, Message, Receiver, Session, symbol
 
 from .context import CaseContext, SetupFailed, open_session, setup_step
@@ -416,7 +417,8 @@ def _final_disposition(peer: ScriptedPeer, delivery_id: int, since: int, timeout
             first = fields.get("first")
             last = fields.get("last") if fields.get("last") is not None else first
             state = (fields.get("state") or {}).get("@type")
-            if isinstance(first, int) and first <= delivery_id <= last and (fields.get("settled") or state in TERMINAL):
+            if isinstance(first, int) and in_span(delivery_id, first, last) \
+                    and (fields.get("settled") or state in TERMINAL):
                 return frame
         return None
 

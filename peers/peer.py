@@ -28,6 +28,7 @@ from .frames import Frame, FrameSplitter, FramingError, frames_text, render
 from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .recvtime import recv_stamped
+from .sequence import in_span
 from .tls import TlsSetupError, client_context
 from .turns import OwnClock, shared, waiting
 
@@ -416,7 +417,7 @@ class ScriptedPeer:
                 if frame.direction == "in" and frame.performative == "disposition" and fields.get("role") == role:
                     first = fields.get("first")
                     last = fields.get("last") if fields.get("last") is not None else first
-                    if isinstance(first, int) and first <= delivery_id <= last:
+                    if isinstance(first, int) and in_span(delivery_id, first, last):
                         return frame
             return None
 

@@ -17,6 +17,7 @@ from ..frames import Frame
 from .broker import Broker, BrokerConnection
 from .mutants import Mutant, RewritingConnection
 from .router import Router
+from .wrapping_counts import CountsNearWrap, RouterCountsNearWrap, WrappingConnection
 
 HIDDEN_LINKS = 3  # link endpoints each session of the variant holds before any of the client's
 HIDDEN_PREFIX = "conformant-variant-hidden-"
@@ -125,16 +126,18 @@ class RevokesWithheldCredit(Broker):
 
 class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit):
     """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
-    withheld credit granted and revoked, and max-frame-size 512. A mutant of the reference that no row catches
+    withheld credit granted and revoked, max-frame-size 512, and transfers and deliveries numbered from
+    4294967294 (:mod:`.wrapping_counts`). A mutant of the reference that no row catches
     against the reference may break a guarantee only where the reference's own choices hide it;
     ``scripts/mutation.py`` runs the survivors against this variant too."""
 
     least_max_frame_size = True
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection that hides the hidden links' and sessions' frames (and offers max-frame-size 512)."""
+        """A connection that hides the hidden links' and sessions' frames, numbers from near the wrap (and offers
+        max-frame-size 512)."""
         rewriters = (_without_hidden_attach, _without_hidden_sessions())
-        connection = RewritingConnection(self, peer_name, lambda frame: _through_all(rewriters, frame))
+        connection = WrappingConnection(self, peer_name, keep=lambda frame: bool(_through_all(rewriters, frame)))
         return offer_least_max_frame_size(connection) if self.least_max_frame_size else connection
 
 
@@ -186,9 +189,14 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-revokes-withheld-credit", "withholds a publisher's credit with a flow of 1 and then one of 0, "
            "not by sending no flow", "keeps every guarantee (AMQP 1.0 2.6.7: the receiver sets the credit at any "
            "time)", RevokesWithheldCredit),
+    Mutant("variant-counts-near-wrap", "numbers its transfers from 4294967294 and its links' deliveries from "
+           "4294967294, so both wrap to 0 within a case", "keeps every guarantee (AMQP 1.0 2.5.6, 2.6.7, 2.7.2, "
+           "2.7.3: the sender chooses its next-outgoing-id and initial-delivery-count; 2.8.7: they wrap)",
+           CountsNearWrap),
     Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
-           f"time, withheld credit revoked and max-frame-size {MIN_MAX_FRAME_SIZE}, all at once",
-           "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7, 2.7.1)", EveryChoiceOther),
+           f"time, withheld credit revoked, max-frame-size {MIN_MAX_FRAME_SIZE} and counts from 4294967294, all at "
+           "once",
+           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.7.1, 2.8.7)", EveryChoiceOther),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
     Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
@@ -197,8 +205,11 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
     Mutant("variant-router-credit-once", "the router gives each producer one credit and never another",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterCreditOnce, broker_name="reference-router"),
+    Mutant("variant-router-counts-near-wrap", "the router numbers its transfers from 4294967294 and its links' "
+           "deliveries from 4294967294", "keeps every guarantee (AMQP 1.0 2.5.6, 2.6.7, 2.8.7)",
+           RouterCountsNearWrap, broker_name="reference-router"),
     Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
-           f"{HIDDEN_SESSIONS}, one credit at a time and withheld credit revoked, all at once",
-           "keeps every guarantee (AMQP 1.0 2.5.1, 2.6.2, 2.6.7)", RouterEveryChoiceOther,
+           f"{HIDDEN_SESSIONS}, one credit at a time, withheld credit revoked and counts from 4294967294, all at once",
+           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.8.7)", RouterEveryChoiceOther,
            broker_name="reference-router"),
 )}

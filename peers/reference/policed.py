@@ -66,7 +66,7 @@ class PolicedInput:
             self._answer(self.connection.broker.answer_violation(violation) or violation)
             return
         for frame in frames:
-            self._judge(frame)
+            self._judge(self.connection.inbound(frame))
             if self.broken:
                 return
 
