@@ -65,7 +65,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("selftest", help="run the catalogue against each mutant of the reference broker")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only cases matching this pytest -k expression")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run in parallel (cores)")
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
+                        help="mutants run in parallel (default: one and a half per core)")
     parser.add_argument("--mutant", action="append", default=[], metavar="NAME",
                         help="only this mutant (repeatable; default: every registered mutant)")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an expected frame (2)")
@@ -114,6 +115,14 @@ def cmd_selftest(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def default_jobs() -> int:
+    """How many runs go side by side by default: one and a half per core. A run waits on its broker much of the
+    time (quiet times, idle probes), so one per core leaves the cores half idle (27 Nov 2026, 2 cores: 5 min 32 s
+    with 2 at a time, 3 min 45 s with 3, the same verdicts)."""
+    cores = os.cpu_count() or 1
+    return max(1, cores + cores // 2)
 
 
 def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, timeout: float) -> list[MutantRun]:
