@@ -106,8 +106,9 @@ class Performative:
         return True
 
     def frame_bytes(self, frame: Frame, payload: bytes | None = None) -> bytes:
-        """The frame with this performative (and ``payload``, or its own), on ``frame``'s channel: the list in
-        its original encoding when it still fits it (list8 up to 255 bytes and fields), else list32."""
+        """The frame with this performative (and ``payload``, or its own), on ``frame``'s channel with its data
+        offset: the list in its original encoding when it still fits it (list8 up to 255 bytes and fields), else
+        list32."""
         content = b"".join(self.fields)
         count = len(self.fields)
         if self.form == LIST0 and not count:
@@ -117,7 +118,7 @@ class Performative:
         else:
             listed = bytes([LIST32]) + (len(content) + 4).to_bytes(4, "big") + count.to_bytes(4, "big") + content
         return encode_frame(self.descriptor + listed, channel=frame.channel, frame_type=frame.frame_type,
-                            payload=self.payload if payload is None else payload)
+                            payload=self.payload if payload is None else payload, doff=frame.raw[4])
 
 
 class WrappingConnection(RewritingConnection):
@@ -205,8 +206,8 @@ def _note_role(roles: dict[tuple[int, int], bool], channel: int, attach: Perform
 
 
 class CountsNearWrap(Broker):
-    """Numbers its sessions' transfers from 4294967294 and its sending links' deliveries from 4294967295: both
-    wrap to 0 within a case (module docstring)."""
+    """Numbers its sessions' transfers and its sending links' deliveries from 4294967294: both wrap to 0 within
+    a case (module docstring)."""
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
         """A connection that shifts the sequence numbers both ways."""
