@@ -4,7 +4,8 @@ A mutant (:mod:`.mutants`) breaks a guarantee and the catalogue must FAIL it. A 
 every guarantee and makes one choice the sources leave to the broker another way; the catalogue must PASS it
 as it passes the reference (``selftest`` runs each beside the baseline). A row, or a script, that FAILs or
 ERRORs one has taken the reference's choice for a rule: the over-constraint this guards against. The
-``every-choice`` variants make all of them otherwise at once (the mutation run's last pass).
+``every-choice`` variants make all of them otherwise at once but credit-once, which would leave most rows unable
+to run (the mutation run's last pass).
 """
 
 from __future__ import annotations
