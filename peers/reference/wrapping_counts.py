@@ -22,13 +22,13 @@ from typing import Any
 from proton import Data, uint
 
 from ..frames import FRAME_TYPE_AMQP, Frame, FrameSplitter, encode_frame, encode_value
+from ..sequence import MODULUS
 from .broker import Broker, BrokerConnection
 from .mutants import RewritingConnection
 from .router import Router
 
-SEQUENCE_MODULUS = 2 ** 32  # 2.8.7: sequence-no, a uint compared by RFC 1982 serial arithmetic
-DELIVERY_ID_OFFSET = SEQUENCE_MODULUS - 2  # a session's third delivery has delivery-id 0
-DELIVERY_COUNT_OFFSET = SEQUENCE_MODULUS - 2  # a link's second delivery brings its delivery-count to 0
+DELIVERY_ID_OFFSET = MODULUS - 2  # a session's third delivery has delivery-id 0
+DELIVERY_COUNT_OFFSET = MODULUS - 2  # a link's second delivery brings its delivery-count to 0
 NO_LIMIT = 0xFFFFFFFF  # 2.7.1: max-frame-size when the open leaves it out
 
 # field indexes of the performative lists (2.7.1-2.7.6)
@@ -59,9 +59,9 @@ class Performative:
 
     @classmethod
     def of(cls, frame: Frame) -> Performative | None:
-        """``frame``'s performative; None when it is not a described list (a header, an empty frame, a raw row's
-        garbage: those pass unchanged)."""
-        body = frame.raw[frame.raw[4] * 4:] if len(frame.raw) > 8 else b""
+        """``frame``'s performative; None when it is not an AMQP frame's described list (a header, an empty frame, a
+        raw row's garbage: those pass unchanged)."""
+        body = frame.raw[frame.raw[4] * 4:] if frame.frame_type == FRAME_TYPE_AMQP and len(frame.raw) > 8 else b""
         try:
             if not body or body[0] != 0:
                 return None
@@ -102,7 +102,7 @@ class Performative:
         value = self.get(index)
         if not isinstance(value, uint):
             return False
-        self.put(index, uint((int(value) + by) % SEQUENCE_MODULUS))
+        self.put(index, uint((int(value) + by) % MODULUS))
         return True
 
     def frame_bytes(self, frame: Frame, payload: bytes | None = None) -> bytes:
@@ -135,7 +135,7 @@ class WrappingConnection(RewritingConnection):
 
     def inbound(self, frame: Frame) -> Frame:
         """The client's frame with its numbers about the broker's transfers shifted back."""
-        performative = Performative.of(frame) if frame.frame_type == FRAME_TYPE_AMQP else None
+        performative = Performative.of(frame)
         if performative is None:
             return frame
         changed = False
@@ -160,7 +160,7 @@ class WrappingConnection(RewritingConnection):
         max-frame-size)."""
         if self._keep is not None and not self._keep(frame):
             return b""
-        performative = Performative.of(frame) if frame.frame_type == FRAME_TYPE_AMQP else None
+        performative = Performative.of(frame)
         if performative is None:
             return frame.raw
         name, changed = frame.performative, False
