@@ -9,7 +9,7 @@ from typing import Any
 
 from amqp_conformance.peers.rawframes import check_spec
 
-from . import scripts_consumers, scripts_core, scripts_errors, scripts_flow, scripts_wire
+from . import scripts_consumers, scripts_core, scripts_errors, scripts_flow, scripts_sasl, scripts_wire
 from .scenarios import STORE, Scenario, needs_store
 
 
@@ -55,6 +55,12 @@ CORE_SCENARIOS = (
         defaults={"provocation": "none", "shutdown_write": False, "attach": {}},
         observations=("answer", "then", "header", "socket", "alive", "sent", "opened", "states"),
         needs=lambda given: (STORE,) if given.get("setup") in scripts_errors.PUBLISHING_SETUPS else (),
+    ),
+    Scenario(
+        "sasl", scripts_sasl.run_sasl,
+        given={"credentials": scripts_sasl.CREDENTIALS, "pipeline": bool},
+        defaults={"pipeline": False},
+        observations=("outcome", "header", "sent", "connection", "socket"),
     ),
     Scenario(
         "consume", scripts_core.run_consume,

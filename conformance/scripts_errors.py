@@ -15,24 +15,18 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from amqp_conformance.peers.frames import (
-    FRAME_TYPE_SASL,
-    SASL_HEADER,
-    Frame,
-    FrameSplitter,
-    FramingError,
-    described,
-    encode_frame,
-)
+from amqp_conformance.peers.frames import Frame, FrameSplitter, FramingError, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, PeerError
 from amqp_conformance.peers.rawframes import BeyondLimit, FrameSpecError, RawContext, frame_bytes, frames_of
 from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
 from amqp_conformance.peers.sequence import in_span
 from amqp_conformance.peers.socket_end import await_end_after_close
-from proton import symbol, uint
+from proton import uint
 
+from .broker_frames import await_in, first_in, header_text, sent_since
 from .context import CaseContext, NotApplicable, SetupFailed, no_credit, setup_step
 from .scripts_core import wait_for
+from .scripts_sasl import sasl_exchange
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
 PUBLISHING_SETUPS = ("sender", "sender-second", "raw-sender")  # they wait for credit with no consumer attached
@@ -56,29 +50,6 @@ def answer_of(frame: Frame | None, frames: list[Frame]) -> dict[str, Any] | None
     return seen
 
 
-def header_text(frame: Frame | None) -> str | None:
-    """A protocol header as ``AMQP <id> <major>.<minor>.<revision>`` (2.2)."""
-    if frame is None:
-        return None
-    raw = frame.raw
-    return f"{raw[:4].decode('latin-1')} {raw[4]} {raw[5]}.{raw[6]}.{raw[7]}"
-
-
-def _first(frames: list[Frame], since: int, names: tuple[str, ...]) -> Frame | None:
-    for frame in frames[since:]:
-        if frame.direction == "in" and frame.performative in names:
-            return frame
-    return None
-
-
-def _await(peer: Any, since: int, name: str, step: str, why: str) -> Frame:
-    """The broker's first ``name`` frame after ``since``, read for the set-up step ``step``; SetupFailed saying
-    ``why`` when none comes within the time-out."""
-    if not peer.pump(lambda: _first(peer.frames, since, (name,)) is not None):
-        raise SetupFailed(f"set-up step '{step}' failed: {why}")
-    return _first(peer.frames, since, (name,))
-
-
 def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
     """Connect and go as far as ``given.setup``; returns the peer (raw from now on) and the placeholders."""
     setup = given["setup"]
@@ -86,14 +57,14 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
         peer = setup_step("connect", RawSocket, ctx.address, "raw", ctx.timeout)
         ctx.peers.append(peer)
         if setup == "sasl":
-            _sasl_exchange(ctx, peer)
+            sasl_exchange(ctx, peer)
         return peer, RawContext(node=ctx.node)
     peer = setup_step("connect", RawModePeer.connect, ctx.address, timeout=ctx.timeout, quiet=ctx.quiet, label="raw",
                       hostname=ctx.open_hostname())
     ctx.peers.append(peer)
     raw = RawContext(node=ctx.node)
     if setup == "header":
-        _await(peer, 0, "amqp-header", "protocol header", "the broker sent no AMQP header")
+        await_in(peer, 0, "amqp-header", "protocol header", "the broker sent no AMQP header")
         peer.go_raw()
         return peer, raw
     broker_open = setup_step("open", peer.open).fields
@@ -144,7 +115,7 @@ def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dic
                  and (f.fields.get("link-credit") or 0) > 0]
         return flows[-1] if flows else None
 
-    _await(peer, since, "attach", "attach sender (raw)", "the broker sent no attach")
+    await_in(peer, since, "attach", "attach sender (raw)", "the broker sent no attach")
     if not peer.pump(lambda: credited() is not None):
         raise no_credit("wait for credit", "the broker granted the raw sender no credit")
     raw.credit = credited().fields["link-credit"]
@@ -166,30 +137,6 @@ def _check_credit_withheld(peer: Any, since: int) -> None:
             raise NotApplicable(f"the admin's withhold-credit did not hold for the link the row attached: the broker "
                                 f"granted link-credit {credit} on its handle {handle}, so the row's transfers were "
                                 f"within credit")
-
-
-def _sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
-    """Authenticate in raw mode (AMQP 1.0 5.3.2): SASL header, PLAIN with the URL's user or else ANONYMOUS,
-    outcome ok. The next bytes written are where the AMQP protocol header belongs."""
-    since = peer.mark()
-    peer.send_raw(SASL_HEADER)
-    offered = _await(peer, since, "sasl-mechanisms", "SASL", "the broker sent no sasl-mechanisms after the SASL "
-                     "header").fields.get("sasl-server-mechanisms")
-    offered = [str(m) for m in (offered if isinstance(offered, (list, tuple)) else [offered])]
-    address = ctx.address
-    if address.user is not None and "PLAIN" in offered:
-        init = described("sasl-init", mechanism=symbol("PLAIN"),
-                         initial_response=f"\0{address.user}\0{address.password or ''}".encode())
-    elif "ANONYMOUS" in offered:
-        init = described("sasl-init", mechanism=symbol("ANONYMOUS"))
-    else:
-        raise SetupFailed(f"set-up step 'SASL' failed: the broker offers {offered}; raw mode can do PLAIN (give "
-                          f"user:password in the URL) or ANONYMOUS")
-    since = peer.mark()
-    peer.send_raw(encode_frame(init, frame_type=FRAME_TYPE_SASL))
-    code = _await(peer, since, "sasl-outcome", "SASL", "the broker sent no sasl-outcome").fields.get("code")
-    if code != 0:
-        raise SetupFailed(f"set-up step 'SASL' failed: sasl-outcome code {code} (authentication refused)")
 
 
 def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
@@ -220,34 +167,33 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         peer.shutdown_write()
 
     def ended() -> bool:
-        return peer.eof or _first(peer.frames, since, ENDINGS) is not None
+        return peer.eof or first_in(peer.frames, since, ENDINGS) is not None
 
     if given["setup"] in ("none", "sasl") or "socket" in ctx.expected:
         peer.pump(lambda: peer.eof, ctx.timeout)  # the row is about what happens up to the socket's close
     else:
         peer.pump(ended, wait_for(ctx, "answer"))
-    answer = _first(peer.frames, since, ENDINGS)
+    answer = first_in(peer.frames, since, ENDINGS)
     observed: dict[str, Any] = {
         "answer": answer_of(answer, peer.frames),
-        "header": header_text(_first(peer.frames, since, ("amqp-header", "sasl-header", "tls-header",
+        "header": header_text(first_in(peer.frames, since, ("amqp-header", "sasl-header", "tls-header",
                                                           "unknown-header"))),
     }
     if answer is not None and answer.performative != "close" and not peer.eof:
         after = peer.frames.index(answer) + 1  # e.g. the end of a session after a link's detach
-        peer.pump(lambda: _first(peer.frames, after, ENDINGS) is not None,
+        peer.pump(lambda: first_in(peer.frames, after, ENDINGS) is not None,
                   wait_for(ctx, "then") if "then" in ctx.expected else 0.05)
-        observed["then"] = answer_of(_first(peer.frames, after, ENDINGS), peer.frames)
+        observed["then"] = answer_of(first_in(peer.frames, after, ENDINGS), peer.frames)
     if "sent" in ctx.expected:
         # the answer was waited for above; now the quiet time more (or up to the socket's close) for anything
         # after it: a broker may rightly keep the socket open for our close (2.4.3)
         peer.pump(lambda: peer.eof, ctx.quiet)
-        observed["sent"] = [frame.performative for frame in peer.frames[since:] if frame.direction == "in"
-                            and frame.performative not in ("socket-error", "empty")]
+        observed["sent"] = sent_since(peer, since)
     if "states" in ctx.expected:
         observed["states"] = _states(ctx, peer, since)
     if given["provocation"] == "withhold-credit":
         _check_credit_withheld(peer, since)
-    opened = _first(peer.frames, since, ("open",))
+    opened = first_in(peer.frames, since, ("open",))
     observed["opened"] = dict(opened.fields) if opened is not None else None
     # after the broker's close (the answer, or what came then) its end of the TCP connection may come late: the
     # one wait for it that connection_fate shares, so both read the same end

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from proton import Endpoint, Event
 
 from ..frames import Frame
+from .accounts import OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
 from .mutants import Mutant, RewritingConnection
 from .router import Router
@@ -125,12 +126,12 @@ class RevokesWithheldCredit(Broker):
             link.flow(-1)  # the credit it states changed since the last flow, so take the one back after it
 
 
-class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit):
+class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, OneAccount):
     """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
-    withheld credit granted and revoked, max-frame-size 512, and transfers and deliveries numbered from
-    4294967294 (:mod:`.wrapping_counts`). A mutant of the reference that no row catches
-    against the reference may break a guarantee only where the reference's own choices hide it;
-    ``scripts/mutation.py`` runs the survivors against this variant too."""
+    withheld credit granted and revoked, max-frame-size 512, transfers and deliveries numbered from
+    4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only (:mod:`.accounts`). A mutant of the
+    reference that no row catches against the reference may break a guarantee only where the reference's own
+    choices hide it; ``scripts/mutation.py`` runs the survivors against this variant too."""
 
     least_max_frame_size = True
 
@@ -194,10 +195,12 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "4294967294, so both wrap to 0 within a case", "keeps every guarantee (AMQP 1.0 2.5.6, 2.6.7, 2.7.2, "
            "2.7.3: the sender chooses its next-outgoing-id and initial-delivery-count; 2.8.7: they wrap)",
            CountsNearWrap),
+    Mutant("variant-one-account", "has one account: PLAIN takes only its password, ANONYMOUS is not offered",
+           "keeps every guarantee (AMQP 1.0 5.3.3.1: the server chooses the mechanisms it offers)", OneAccount),
     Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
-           f"time, withheld credit revoked, max-frame-size {MIN_MAX_FRAME_SIZE} and counts from 4294967294, all at "
-           "once",
-           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.7.1, 2.8.7)", EveryChoiceOther),
+           f"time, withheld credit revoked, max-frame-size {MIN_MAX_FRAME_SIZE}, counts from 4294967294 and one "
+           "account, all at once",
+           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.7.1, 2.8.7, 5.3.3.1)", EveryChoiceOther),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
     Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
@@ -209,8 +212,11 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-router-counts-near-wrap", "the router numbers its transfers from 4294967294 and its links' "
            "deliveries from 4294967294", "keeps every guarantee (AMQP 1.0 2.5.6, 2.6.7, 2.8.7)",
            RouterCountsNearWrap, broker_name="reference-router"),
+    Mutant("variant-router-one-account", "the router has one account: PLAIN takes only its password",
+           "keeps every guarantee (AMQP 1.0 5.3.3.1)", RouterOneAccount, broker_name="reference-router"),
     Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
-           f"{HIDDEN_SESSIONS}, one credit at a time, withheld credit revoked and counts from 4294967294, all at once",
-           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.8.7)", RouterEveryChoiceOther,
+           f"{HIDDEN_SESSIONS}, one credit at a time, withheld credit revoked, counts from 4294967294 and one "
+           "account, all at once",
+           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.8.7, 5.3.3.1)", RouterEveryChoiceOther,
            broker_name="reference-router"),
 )}

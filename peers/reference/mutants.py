@@ -549,3 +549,7 @@ MUTANTS.update({m.name: m for m in CORE_ROW_MUTANTS})
 from .mutants_errorswire import ERRORSWIRE_MUTANTS  # noqa: E402  (issue 13: the wire answers' mutants)
 
 MUTANTS.update({m.name: m for m in ERRORSWIRE_MUTANTS})
+
+from .mutants_sasl import SASL_MUTANTS  # noqa: E402  (the SASL layer's mutants)
+
+MUTANTS.update({m.name: m for m in SASL_MUTANTS})

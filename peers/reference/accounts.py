@@ -1,0 +1,24 @@
+"""A reference broker built with one account: PLAIN takes only that user's password, and ANONYMOUS is not offered
+(5.3.3.1: the server chooses the mechanisms it offers). The embedded launcher connects the suite as that user, and
+the admin says the broker checks its password, so the SASL rows have a wrong password to try (core.sasl)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .broker import Broker
+from .router import Router
+
+ACCOUNT = ("conformance", "conformance-account-password")
+"""The one account's user and password: a test fixture's, shown in no report (frames are redacted at capture)."""
+
+
+class OneAccount(Broker):
+    """The reference broker with the one account :data:`ACCOUNT` (unless given users of its own)."""
+
+    def __init__(self, users: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(users=users or dict([ACCOUNT]), **kwargs)
+
+
+class RouterOneAccount(OneAccount, Router):
+    """The router mode of :class:`OneAccount`."""
