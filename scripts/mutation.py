@@ -44,13 +44,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_FOLDERS = ("peers", "fixtures", "reports", "conformance")
-# the reference broker's protocol code: what a broker under test could get wrong. Left out: sasl.py and
-# server.py (authentication and the socket loop: the catalogue does not judge them, the own tests do),
+# the reference broker's protocol code: what a broker under test could get wrong, its SASL layer included
+# (core.sasl judges it). Left out: server.py (the socket loop: the catalogue does not judge it, the own tests do),
 # selector.py (a JMS selector evaluator: no source document states a guarantee about selector semantics,
 # the UM rows use a selector only as the "bad selector" provocation; peers/tests/test_um_selector.py tests
 # it), faults.py (the fault switches) and the test doubles (mutants.py, router_mutants.py, fault_variants.py).
 PROTOCOL_MODULES = ("broker", "guard", "outcomes", "store", "router", "um_rules", "transactions", "acl",
-                    "policed")
+                    "policed", "sasl")
 # the modules the router mode runs: their survivors against the broker are run again against the router
 ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 
