@@ -1,6 +1,8 @@
 """A reference broker built with one account: PLAIN takes only that user's password, and ANONYMOUS is not offered
-(5.3.3.1: the server chooses the mechanisms it offers). The embedded launcher connects the suite as that user, and
-the admin says the broker checks its password, so the SASL rows have a wrong password to try (core.sasl)."""
+(5.3.3.1: the server chooses the mechanisms it offers). The embedded launcher configures the broker with the
+class's declared ``accounts``, connects the suite as that user and has the admin say the broker checks its
+password, as a real broker's launcher does, so the SASL rows have a wrong password to try (core.sasl). The launcher
+trusts what it configured, not what the built broker holds: a broker that loses its accounts is then caught."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ ACCOUNT = ("conformance", "conformance-account-password")
 class OneAccount(Broker):
     """The reference broker with the one account :data:`ACCOUNT` (unless given users of its own)."""
 
+    accounts: dict[str, str] = dict([ACCOUNT])  # what a launcher configures it with (fixtures/brokers.py)
+
     def __init__(self, users: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(users=users or dict([ACCOUNT]), **kwargs)
+        super().__init__(users=users or dict(self.accounts), **kwargs)
 
 
 class RouterOneAccount(OneAccount, Router):
