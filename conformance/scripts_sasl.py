@@ -47,7 +47,8 @@ def sasl_init(ctx: CaseContext, offered: list[str], credentials: str = "given") 
     if credentials == "wrong-password":
         if address.user is None or not getattr(ctx.admin, "checks_passwords", False) or "PLAIN" not in offered:
             raise NotApplicable(f"a wrong password needs PLAIN (offered: {offered}), a user in the URL and a broker "
-                                f"whose admin says it checks that user's password: a broker that takes any "
+                                f"whose admin says it checks that user's password (for a --url run: "
+                                f"checks_passwords = true in the profile's [admin]): a broker that takes any "
                                 f"password has no wrong one")
         return _plain(address.user, _not_the_password(address.password))
     if address.user is not None and "PLAIN" in offered:
