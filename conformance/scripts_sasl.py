@@ -17,7 +17,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import AMQP_HEADER, FRAME_TYPE_SASL, SASL_HEADER, described, encode_frame
 from amqp_conformance.peers.rawpeer import RawSocket
-from proton import symbol, uint
+from proton import symbol
 
 from .broker_frames import await_in, first_in, header_text, sent_since
 from .context import CaseContext, NotApplicable, SetupFailed, setup_step
@@ -89,7 +89,7 @@ def pipelined_open(ctx: CaseContext) -> bytes:
     hostname = ctx.open_hostname()
     if hostname is not None:
         fields["hostname"] = hostname
-    return AMQP_HEADER + encode_frame(described("open", **fields, max_frame_size=uint(65536)))
+    return AMQP_HEADER + encode_frame(described("open", **fields))
 
 
 def run_sasl(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
