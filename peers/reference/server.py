@@ -25,6 +25,10 @@ from .broker import Broker, BrokerConnection
 
 READ_SIZE = 65536
 MAX_METERS = 10_000
+# how long a finished connection's socket is still read (and what comes discarded) before it is closed: closing a
+# socket with unread input resets the connection (RFC 1122 4.2.2.13), and the reset can destroy the close frame the
+# client has not read yet; so the server shuts its sending side and reads on to the client's EOF (a lingering close)
+LINGER_S = 2.0
 
 
 @dataclass
@@ -62,6 +66,7 @@ class ReferenceServer:
         self._connections: dict[socket.socket, BrokerConnection] = {}
         self._meters: dict[socket.socket, _Meter] = {}
         self._meter_by_peer: dict[str, _Meter] = {}  # "host:port" of the client -> its latest connection
+        self._lingering: dict[socket.socket, float] = {}  # finished connections read to EOF, until this deadline
         self._stopping = False
         self._thread: threading.Thread | None = None
 
@@ -100,6 +105,7 @@ class ReferenceServer:
                         self._on_ready(key)
                     self.broker.dispatch()
                     self._flush_all(time.monotonic())
+                    self._expire_lingering(time.monotonic())
         except SystemExit:  # a fault variant (faults.py) ending the loop as a crash would: the thread just ends
             pass
         finally:
@@ -127,6 +133,9 @@ class ReferenceServer:
             return
         sock = key.fileobj
         assert isinstance(sock, socket.socket)
+        if key.data == "linger":
+            self._read_lingering(sock)
+            return
         connection = self._connections.get(sock)
         if connection is None:
             return
@@ -171,7 +180,7 @@ class ReferenceServer:
             self._selector.modify(sock, events, "conn")
             if connection.done and not out:
                 self.broker.forget(getattr(connection, "inner", connection))
-                self._drop(sock)
+                self._linger(sock)
 
     def idle(self, asking: WireCount, wires: list[WireCount]) -> tuple[bool, list[WireCount]]:
         """The idle probe (:class:`..idle.IdleProbe`): has every byte of ``wires`` been read and acted on,
@@ -204,7 +213,40 @@ class ReferenceServer:
         finally:
             self.broker.lock.release()
 
+    def _linger(self, sock: socket.socket) -> None:
+        """A finished connection: shut our sending side (the client reads everything we wrote, then EOF) and read
+        on, discarding, until the client closes or :data:`LINGER_S` passes, so what it still sends cannot make
+        the socket's close a reset. The broker acts on nothing more from it: for the idle probe it is closed."""
+        self._connections.pop(sock, None)
+        self._pending.pop(sock, None)
+        meter = self._meters.get(sock)
+        if meter is not None:
+            meter.dropped = True
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._drop(sock)
+            return
+        self._lingering[sock] = time.monotonic() + LINGER_S
+        self._selector.modify(sock, selectors.EVENT_READ, "linger")
+
+    def _read_lingering(self, sock: socket.socket) -> None:
+        try:
+            data = sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client's EOF (or the connection failed): nothing more can come
+            self._drop(sock)
+
+    def _expire_lingering(self, now: float) -> None:
+        for sock, deadline in list(self._lingering.items()):
+            if now >= deadline:
+                self._drop(sock)
+
     def _drop(self, sock: socket.socket) -> None:
+        self._lingering.pop(sock, None)
         self._connections.pop(sock, None)
         self._pending.pop(sock, None)
         meter = self._meters.pop(sock, None)
@@ -219,7 +261,7 @@ class ReferenceServer:
         sock.close()
 
     def _close_all(self) -> None:
-        for sock in list(self._connections):
+        for sock in [*self._connections, *self._lingering]:
             self._drop(sock)
         for sock in (self._listener, self._wake_r, self._wake_w):
             try:
