@@ -55,7 +55,7 @@ class CaseContext:
     multicast_prefix: str = "multicast."
     watch: float = 0.0  # the row's bounded watch (Case.watch): the inspecting consumer's waits last this long
     barrier: str = "none"  # the profile's absence_barrier: "drain" proves a node empty (.scripts.each_received)
-    refused_login_delay: float = 0.0  # the profile's: how long the broker waits on purpose before a failed outcome
+    refused_login_delay: float = 0.0  # the profile's: time the broker takes on purpose around a refused login
     clock: OwnClock = field(default_factory=OwnClock)  # the case's own time: its deadline is the time-out
 
     def __post_init__(self) -> None:

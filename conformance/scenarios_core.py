@@ -58,9 +58,9 @@ CORE_SCENARIOS = (
     ),
     Scenario(
         "sasl", scripts_sasl.run_sasl,
-        given={"credentials": scripts_sasl.CREDENTIALS, "pipeline": bool},
-        defaults={"pipeline": False},
-        observations=("outcome", "header", "sent", "connection", "socket"),
+        given={"credentials": tuple(scripts_sasl.CREDENTIALS), "pipeline": bool, "header_with_init": bool},
+        defaults={"pipeline": False, "header_with_init": False},
+        observations=("outcome", "header", "sent", "connection", "socket", "negotiation"),
     ),
     Scenario(
         "consume", scripts_core.run_consume,

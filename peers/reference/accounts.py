@@ -2,7 +2,11 @@
 (5.3.3.1: the server chooses the mechanisms it offers). The embedded launcher configures the broker with the
 class's declared ``accounts``, connects the suite as that user and has the admin say the broker checks its
 password, as a real broker's launcher does, so the SASL rows have a wrong password to try (core.sasl). The launcher
-trusts what it configured, not what the built broker holds: a broker that loses its accounts is then caught."""
+trusts what it configured, not what the built broker holds: a broker that loses its accounts is then caught.
+
+A reference broker that verifies client certificates (:class:`ClientCertificate`) is served over TLS with a
+throw-away PKI the launcher makes, and dialled with its client certificate: the suite then authenticates with SASL
+EXTERNAL (RFC 4422 A), as the certificate's identity."""
 
 from __future__ import annotations
 
@@ -26,3 +30,10 @@ class OneAccount(Broker):
 
 class RouterOneAccount(OneAccount, Router):
     """The router mode of :class:`OneAccount`."""
+
+
+class ClientCertificate(Broker):
+    """The reference broker over TLS, verifying client certificates: it offers EXTERNAL first (5.3.3.1) to a client
+    whose certificate it verified. ``client_certificate`` asks the embedded launcher for the PKI."""
+
+    client_certificate = True  # what a launcher serves it with: amqps, a CA, a client certificate (fixtures/brokers.py)

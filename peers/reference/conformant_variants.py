@@ -15,7 +15,7 @@ from collections.abc import Callable
 from proton import Endpoint, Event
 
 from ..frames import Frame
-from .accounts import OneAccount, RouterOneAccount
+from .accounts import ClientCertificate, OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
 from .mutants import Mutant, RewritingConnection
 from .router import Router
@@ -197,6 +197,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            CountsNearWrap),
     Mutant("variant-one-account", "has one account: PLAIN takes only its password, ANONYMOUS is not offered",
            "keeps every guarantee (AMQP 1.0 5.3.3.1: the server chooses the mechanisms it offers)", OneAccount),
+    Mutant("variant-client-certificate", "is served over TLS, verifies the client's certificate and offers SASL "
+           "EXTERNAL first", "keeps every guarantee (AMQP 1.0 5.2: TLS; 5.3.3.1: the server chooses the mechanisms "
+           "it offers)", ClientCertificate),
     Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
            f"time, withheld credit revoked, max-frame-size {MIN_MAX_FRAME_SIZE}, counts from 4294967294 and one "
            "account, all at once",
