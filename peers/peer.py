@@ -178,6 +178,11 @@ class ScriptedPeer:
         """Every frame captured so far on this connection, in order."""
         return self.engine.frames
 
+    def stream_end(self) -> str:
+        """How the broker ended the TCP connection, for a wait it cut short: after its AMQP close or without one."""
+        closed = any(f.direction == "in" and f.performative == "close" for f in self.engine.frames)
+        return "the broker ended the TCP connection" + ("" if closed else " without an AMQP close")
+
     @property
     def eof(self) -> bool:
         """True once the broker has ended the TCP connection (the end of its stream was read)."""
@@ -325,6 +330,7 @@ class ScriptedPeer:
                     if f.direction == direction and f.performative == performative]
         waited = f"the broker went idle without one after {time.monotonic() - started:.3f}s" if self.went_idle \
             else f"({self.cut_short} after {time.monotonic() - started:.3f}s)" if self.cut_short \
+            else f"({self.stream_end()} after {time.monotonic() - started:.3f}s)" if self._eof \
             else f"within {self.timeout if timeout is None else timeout:.2f}s"
         raise ExpectationFailed(f"{self.label}: no matching {performative} {waited}", pattern, observed,
                                 list(self.engine.frames))
@@ -479,7 +485,7 @@ class ScriptedPeer:
 
         if not self.pump(ready, timeout, receiver):
             observed = [f for f in self.engine.frames[since:] if f.direction == "in"]
-            why = f" ({self.cut_short})" if self.cut_short else ""
+            why = f" ({self.cut_short})" if self.cut_short else f" ({self.stream_end()})" if self._eof else ""
             raise ExpectationFailed(f"{self.label}: no message arrived on link {receiver.name}{why}",
                                     {"transfer": {"handle": "(link)"}}, observed, list(self.engine.frames))
         delivery = receiver.current
