@@ -41,6 +41,17 @@ class _Meter:
     dropped: bool = False  # the server closed the connection
 
 
+def _recv(sock: socket.socket) -> bytes | None:
+    """What a ready socket has: its bytes, b"" at the end of the stream (or when it failed), None when nothing
+    after all."""
+    try:
+        return sock.recv(READ_SIZE)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
+
+
 def _timed(connection: BrokerConnection) -> bool:
     """True when proton will act on this connection by time (an idle time-out: heartbeats, or a close)."""
     transport = connection.engine.transport
@@ -140,12 +151,9 @@ class ReferenceServer:
         if connection is None:
             return
         if key.events & selectors.EVENT_READ:
-            try:
-                data = sock.recv(READ_SIZE)
-            except (BlockingIOError, InterruptedError):
+            data = _recv(sock)
+            if data is None:
                 return
-            except OSError:
-                data = b""
             meter = self._meters[sock]
             if data:
                 meter.read += len(data)
@@ -231,13 +239,7 @@ class ReferenceServer:
         self._selector.modify(sock, selectors.EVENT_READ, "linger")
 
     def _read_lingering(self, sock: socket.socket) -> None:
-        try:
-            data = sock.recv(READ_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:  # the client's EOF (or the connection failed): nothing more can come
+        if _recv(sock) == b"":  # the client's EOF (or the connection failed): nothing more can come
             self._drop(sock)
 
     def _expire_lingering(self, now: float) -> None:
