@@ -14,14 +14,29 @@ from .sasl import SaslResult, SaslServer
 SASL_SCOPE = ("core.sasl",)
 
 
-class AcceptsAnyPassword(OneAccount):
-    """Has an account, but its SASL layer was built without it: PLAIN takes any password."""
+class SwapsSaslLayer(Broker):
+    """A broker whose connections run ``sasl_layer`` (built with the broker's accounts) as their SASL layer."""
+
+    sasl_layer: type[SaslServer] = SaslServer
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection whose SASL layer knows no account (so PLAIN takes anyone, ANONYMOUS too)."""
+        """A connection whose SASL layer is the mutant's."""
         connection = super().new_connection(peer_name)
-        connection.sasl = SaslServer()
+        connection.sasl = self.sasl_layer(self.users)
         return connection
+
+
+class SaslWithoutAccounts(SaslServer):
+    """Built without the broker's accounts, whatever it is given: PLAIN takes anyone, ANONYMOUS too."""
+
+    def __init__(self, users: dict[str, str] | None = None) -> None:
+        super().__init__()
+
+
+class AcceptsAnyPassword(SwapsSaslLayer, OneAccount):
+    """Has an account, but its SASL layer was built without it: PLAIN takes any password."""
+
+    sasl_layer = SaslWithoutAccounts
 
 
 class DropsPipelinedSasl(SaslServer):
@@ -36,14 +51,10 @@ class DropsPipelinedSasl(SaslServer):
         return result
 
 
-class DropsPipelinedOpen(OneAccount):
+class DropsPipelinedOpen(SwapsSaslLayer, OneAccount):
     """Drops the AMQP header and open a client pipelined behind its sasl-init (2.4.2)."""
 
-    def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection whose SASL layer drops what came behind the sasl-init."""
-        connection = super().new_connection(peer_name)
-        connection.sasl = DropsPipelinedSasl(self.users)
-        return connection
+    sasl_layer = DropsPipelinedSasl
 
 
 class BypassableSasl(SaslServer):
@@ -58,14 +69,10 @@ class BypassableSasl(SaslServer):
         return super().receive_data(data)
 
 
-class OpensWithoutSaslInit(Broker):
+class OpensWithoutSaslInit(SwapsSaslLayer):
     """Lets a client that sends an open in the sasl-init's place skip authentication (5.3.2)."""
 
-    def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection whose SASL layer can be bypassed with an open."""
-        connection = super().new_connection(peer_name)
-        connection.sasl = BypassableSasl(self.users)
-        return connection
+    sasl_layer = BypassableSasl
 
 
 class LingeringSasl(SaslServer):
@@ -79,14 +86,10 @@ class LingeringSasl(SaslServer):
         return result
 
 
-class KeepsRefusedConnectionOpen(Broker):
+class KeepsRefusedConnectionOpen(SwapsSaslLayer):
     """Answers a mechanism it did not offer with outcome auth but does not close the connection (5.3.3.2)."""
 
-    def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection whose refused logins leave the socket open."""
-        connection = super().new_connection(peer_name)
-        connection.sasl = LingeringSasl(self.users)
-        return connection
+    sasl_layer = LingeringSasl
 
 
 SASL_MUTANTS = tuple(Mutant(*fields, scope=SASL_SCOPE) for fields in (
