@@ -93,6 +93,13 @@ class ReceivedDelivery:
 _ids = itertools.count(1)
 
 
+def ensure_writable(wire: WireCount) -> None:
+    """Raise :class:`PeerError` when our side of ``wire`` no longer writes (we shut it down or closed it), before
+    anything is captured: the frame log shows only what left."""
+    if wire.write_closed:
+        raise PeerError("our sending side of the connection is closed (shut down or closed): nothing can be written")
+
+
 class ScriptedPeer:
     """One connection to a broker, scripted step by step; every frame in both directions is captured.
 
@@ -281,8 +288,10 @@ class ScriptedPeer:
         """Write bytes straight to the socket, bypassing proton (which does not learn of them).
 
         Anything proton had queued is written first, so order is kept. The bytes are captured as
-        outbound frames; bytes that are not valid framing are captured as one "raw-bytes" frame.
+        outbound frames; bytes that are not valid framing are captured as one "raw-bytes" frame. After our own
+        half-close (or close): :class:`PeerError`, nothing written or captured (see :func:`ensure_writable`).
         """
+        ensure_writable(self.wire)
         self._flush()
         splitter = FrameSplitter("out")
         try:

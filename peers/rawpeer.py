@@ -18,7 +18,7 @@ from typing import Any
 from . import recvtime
 from .address import BrokerAddress
 from .frames import Frame, FrameSplitter, FramingError, redact_frame
-from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, wait_readable, watch_socket
+from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, ensure_writable, wait_readable, watch_socket
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
 from .turns import OwnClock, shared
@@ -123,7 +123,9 @@ class RawSocket:
         self._out = FrameSplitter("out")
 
     def send_raw(self, data: bytes) -> None:
-        """Write ``data`` (captured as outbound frames, or raw bytes when it is not framing)."""
+        """Write ``data`` (captured as outbound frames, or raw bytes when it is not framing); after our own
+        half-close, :class:`PeerError` with nothing written or captured."""
+        ensure_writable(self.wire)
         assert self._sock is not None
         try:
             frames = list(shared(self._out.split(data)))

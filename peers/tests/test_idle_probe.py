@@ -11,8 +11,8 @@ import pytest
 from amqp_conformance.peers import idle
 from amqp_conformance.peers.address import BrokerAddress
 from amqp_conformance.peers.idle import WireCount
-from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
-from amqp_conformance.peers.rawpeer import RawSocket
+from amqp_conformance.peers.peer import ExpectationFailed, PeerError, ScriptedPeer
+from amqp_conformance.peers.rawpeer import RawModePeer, RawSocket
 from amqp_conformance.peers.reference.broker import Broker
 from amqp_conformance.peers.reference.fault_variants import Hangs
 from amqp_conformance.peers.reference.server import ReferenceServer
@@ -179,3 +179,21 @@ def test_the_probe_changes_time_not_verdicts(tmp_path, mutant):
     assert probed and probed == timed
     if mutant:
         assert "FAIL" in probed.values()
+
+
+
+def test_nothing_is_written_or_logged_after_our_own_half_close(offered):
+    """A write after the peer shut its sending side fails at once, and the frame log does not show it as sent:
+    a raw socket's, and a proton peer's in raw mode (both ``send_raw``s)."""
+    server = offered()
+    raw = RawSocket(BrokerAddress("127.0.0.1", server.port), timeout=10)
+    scripted = RawModePeer.connect(BrokerAddress("127.0.0.1", server.port), timeout=10, quiet=10)
+    scripted.go_raw()
+    for peer in (raw, scripted):
+        logged = len(peer.frames)
+        peer.shutdown_write()
+        with pytest.raises(PeerError, match="sending side"):
+            peer.send_raw(b"AMQP\x00\x01\x00\x00")
+        assert len(peer.frames) == logged
+    raw.close()
+    scripted.close()
