@@ -203,8 +203,14 @@ class Score:
 
 
 def module_of(mutant: str) -> str:
-    """``amqp_conformance.peers.reference.broker.xǁBrokerǁf__mutmut_3`` -> ``broker``."""
-    return mutant.split(".")[3]
+    """The module a mutant is of, the last part of its dotted path before mutmut's mangled function name:
+    ``amqp_conformance.peers.reference.broker.xǁBrokerǁf__mutmut_3`` -> ``broker``,
+    ``clientlib.proton._delivery.xǁDeliveryǁsettle__mutmut_1`` -> ``_delivery``; '' when it has none."""
+    parts = mutant.split(".")
+    for index, part in enumerate(parts):
+        if index and (part.startswith("x_") or part.startswith("xǁ")):
+            return parts[index - 1]
+    return ""
 
 
 def table_of(case: str) -> str:
@@ -247,7 +253,7 @@ def _load_triage_file(path: Path, seen: dict[str, dict[str, str]]) -> dict[str, 
         if entry["category"] == "source-silent" and not SOURCE_CITATION.search(entry["reason"]):
             raise TriageError(f"{where} ({entry['name']}): a source-silent reason must cite the source that leaves "
                               f"the behaviour open (a section such as 2.8.14, a seed such as 000, or 'no source')")
-        if "__mutmut_" not in entry["name"] or entry["name"].count(".") < 4:
+        if "__mutmut_" not in entry["name"] or not module_of(entry["name"]):
             raise TriageError(f"{where}: {entry['name']!r} is not a mutmut mutant name")
         if module_of(entry["name"]) != path.stem:
             raise TriageError(f"{where}: {entry['name']} is a mutant of {module_of(entry['name'])}.py, "
@@ -392,10 +398,10 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
 
 
 def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2,
-               against: str = "") -> None:
+               against: str = "", env: dict[str, str] | None = None) -> None:
     """Run ``mutmut run`` in ``workdir`` (only ``names`` when given), its progress passed through; the kills it
-    records name ``against``, the broker of the pass."""
-    env = dict(os.environ, AMQP_MUTATION_KILLS=str(kills), AMQP_MUTATION_AGAINST=against)
+    records name ``against``, the broker of the pass; ``env`` adds to its environment."""
+    env = dict(os.environ, **(env or {}), AMQP_MUTATION_KILLS=str(kills), AMQP_MUTATION_AGAINST=against)
     command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *(names or [])]
     completed = subprocess.run(command, cwd=workdir, env=env, check=False)
     if completed.returncode not in (0, 1):
@@ -441,14 +447,15 @@ def merge_pass(statuses: dict[str, str], workdirs: dict[str, Path], found: dict[
             statuses[name], workdirs[name] = status, run_dir
 
 
-def diff_of(workdir: Path, name: str) -> str:
-    """The mutant's diff as ``mutmut show`` prints it (its mutated function against the original)."""
+def diff_of(workdir: Path, name: str, path: str | None = None) -> str:
+    """The mutant's diff as ``mutmut show`` prints it (its mutated function against the original); ``path`` is
+    its source file in ``workdir`` (default: its module of the reference broker)."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
     previous = Path.cwd()
     os.chdir(workdir)
     try:
-        return get_diff_for_mutant(name, path=f"amqp_conformance/peers/reference/{module_of(name)}.py")
+        return get_diff_for_mutant(name, path=path or f"amqp_conformance/peers/reference/{module_of(name)}.py")
     finally:
         os.chdir(previous)
 

@@ -1,0 +1,149 @@
+"""Automated mutation testing of a client library: mutmut mutates python-qpid-proton's Python layer, the grid judges.
+
+One command, from a fresh clone (after ``pip install -e '.[dev]'``, which brings mutmut)::
+
+    python scripts/client_mutation.py [--module _delivery ...] [--max-children N] [--out DIR] [--workdir DIR]
+
+The client grid (``amqp-conformance interop``, rows in ``conformance/interop_tables``) judges client libraries by
+the same rows as brokers. ``fixtures/tests/test_interop_grid.py`` shows it catching two broken clients written
+by hand; this measures its power the way ``scripts/mutation.py`` measures the catalogue's, on mutants nobody
+chose. Every mutant of the modules of python-qpid-proton's Python layer that carry deliveries, their states and
+settlement, and the messaging handler's automatic accepting and settling (:data:`MODULES`), runs under the
+python-proton shim on both sides of the embedded reference broker (and of its router mode, for the router
+rows). A mutant is **killed** when a cell FAILs or ERRORs against it (or its run times out or crashes),
+**survives** when every cell passes, and is **unreached** when no cell runs its function: the shim uses only
+part of the library (no reconnection, SSL, blocking API), so those are counted apart and left out of the score.
+The survivors are triaged as the catalogue's are (``docs/mutation-triage/clients/python-proton/<module>.toml``;
+the categories of ``scripts/mutation.py``), and the report, the score and the exit status are its.
+
+How: mutmut mutates a copy of the installed package laid out as ``clientlib/proton/`` in the work directory.
+The shims import that copy as ``proton`` (``client_mutation_launch.py``) while the harness, the broker and the
+interposer keep the real one, so a kill is the client's doing. mutmut learns which test reaches which function
+only in its own process, where the library does not run; the launcher writes what the shim processes reach to
+a file that ``client_mutation_hooks.py`` hands to mutmut before it credits each test. The tests are the grid's
+cells, one a row and broker (``client_mutation_cells.py``). Only python-proton: mutmut mutates Python; the
+other clients' libraries (Java, JavaScript, Go, C++) would need their own language's mutation tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from mutation import (
+    REPO,
+    TRIAGE_DIR,
+    MutantResult,
+    TriageError,
+    diff_of,
+    load_triage,
+    module_of,
+    read_kills,
+    read_statuses,
+    report,
+    run_mutmut,
+)
+
+CLIENT = "python-proton"
+# python-qpid-proton's modules whose code decides what a client sends and reports about deliveries: the
+# delivery and its states, the endpoints (links' settle modes, terminus, flow), the messaging handler's
+# automatic accept, settle and credit. Not mutated: the codec (_data.py: its mutants break every frame and
+# say nothing of the rows), the reactor's I/O and reconnection, SSL, the blocking API, tracing.
+MODULES = ("_delivery", "_endpoints", "_handlers")
+COPY = Path("clientlib") / "proton"  # where the work directory holds the copy mutmut mutates
+HELPERS = {"client_mutation_cells.py": "test_client_cells.py", "client_mutation_hooks.py": "client_mutation_hooks.py",
+           "client_mutation_launch.py": "client_mutation_launch.py"}
+TRIAGE = TRIAGE_DIR / "clients" / CLIENT
+UNREACHED = "no tests"  # mutmut's status of a mutant no test reaches
+
+
+def installed_proton() -> Path:
+    """The folder of the python-qpid-proton package this interpreter imports (the one the project pins)."""
+    import proton
+
+    return Path(proton.__file__).resolve().parent
+
+
+def build_workdir(workdir: Path, modules: list[str]) -> None:
+    """Lay out ``workdir``: the installed proton copied to ``clientlib/proton/``, the cells, hooks and launcher,
+    mutmut's configuration mutating ``modules`` of the copy, and python-proton's shim built into ``shims/``."""
+    from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
+
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    shutil.copytree(installed_proton(), workdir / COPY, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for source, target in HELPERS.items():
+        shutil.copy2(Path(__file__).resolve().parent / source, workdir / target)
+    config = {
+        "source_paths": [str(COPY / f"{module}.py") for module in modules],
+        "also_copy": ["clientlib", *HELPERS.values()],
+        "pytest_add_cli_args_test_selection": ["test_client_cells.py"],
+        "pytest_add_cli_args": ["-p", "client_mutation_hooks", "-p", "no:cacheprovider", "--import-mode=importlib"],
+    }
+    lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
+    (workdir / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ensure_built(load_spec(SHIMS_ROOT / CLIENT), workdir / "shims", progress=print)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the mutation test of the client and print its figures; exit 1 when a survivor is untriaged or the
+    score is below the target, 2 for a malformed triage file or a ``--report-only`` with no run kept."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", action="append", choices=MODULES,
+                        help="mutate only this module of python-qpid-proton (repeatable; default: all of them)")
+    parser.add_argument("--max-children", type=int, default=2, help="mutants run at once")
+    parser.add_argument("--out", type=Path, default=REPO / "mutation-results" / "clients" / CLIENT,
+                        help="where the results go")
+    parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / CLIENT,
+                        help="mutmut's work directory")
+    parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    args = parser.parse_args(argv)
+    try:
+        triage = load_triage(TRIAGE)
+    except TriageError as exc:
+        print(f"client mutation: {exc}", file=sys.stderr)
+        return 2
+    modules = args.module or list(MODULES)
+    started = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    kills = args.out / "kills.jsonl"
+    if args.report_only:
+        if not (args.workdir / "mutants").is_dir():
+            print(f"client mutation: no run kept in {args.workdir}; run without --report-only first", file=sys.stderr)
+            return 2
+    else:
+        kills.unlink(missing_ok=True)
+        print(f"== client mutation: mutmut over python-qpid-proton's {', '.join(modules)}; the grid's cells, "
+              f"{CLIENT} with itself, against reference and reference-router", flush=True)
+        build_workdir(args.workdir, modules)
+        run_mutmut(args.workdir, kills, max_children=args.max_children,
+                   env={"AMQP_CLIENT_MUTATION_HITS": str(args.workdir / "hits.txt"),
+                        "AMQP_CLIENT_MUTATION_SHIMS": str(args.workdir / "shims")})
+    statuses = {name: status for name, status in read_statuses(args.workdir).items() if module_of(name) in modules}
+    unchecked = sum(status == "not checked" for status in statuses.values())
+    if unchecked:
+        print(f"client mutation: mutmut left {unchecked} of {len(statuses)} mutants unchecked (it stopped: see its "
+              f"output above; a cell that fails without any mutant stops it while it collects which cell reaches "
+              f"which function)", file=sys.stderr)
+        return 2
+    first_kill = read_kills(kills)
+    results = [MutantResult(name, module_of(name), status, first_kill.get(name), triage.get(name))
+               for name, status in sorted(statuses.items())]
+    unreached = [r for r in results if r.status == UNREACHED]
+    reached = [r for r in results if r.status != UNREACHED]
+    for result in reached:
+        if not result.killed:
+            result.diff = diff_of(args.workdir, result.name, str(COPY / f"{result.module}.py"))
+    print(f"\nunreached (no cell runs the function; left out of the score): {len(unreached)} of {len(results)} "
+          f"mutants: " + ", ".join(f"{m} {sum(r.module == m for r in unreached)}" for m in modules))
+    return report(reached, triage, time.monotonic() - started, args.out, args.target)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
