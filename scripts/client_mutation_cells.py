@@ -5,20 +5,25 @@ Each test runs the row's cells (``amqp-conformance interop --clients python-prot
 embedded reference broker, or its router mode for the router rows, with both clients' shims running on the
 mutated copy of python-qpid-proton (``client_mutation_launch.py``), and fails when a cell FAILs or ERRORs: a
 row caught the mutant. A cell the client's profile makes UNSUPPORTED, or a NON-STRICT its profile declares,
-passes, as in the grid.
+passes, as in the grid. As in the grid, the shim processes serve cell after cell (one relay and one shim a role
+for each broker, for all the tests mutmut runs against one mutant), except while mutmut learns which test
+reaches which function: then each test starts its own, so that what a shim reaches is the test's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from amqp_conformance.conformance.catalogue import Case, load_interop_catalogue
 from amqp_conformance.fixtures.brokers import EmbeddedReferenceLauncher, RunningBroker
-from amqp_conformance.fixtures.interop import CLIENT_PROFILES_DIR, Client, grid, run_grid
+from amqp_conformance.fixtures.interop import CLIENT_PROFILES_DIR, Client, ShimPool, grid, run_cell
 from amqp_conformance.fixtures.profiles import load_profile
+from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
 CLIENT = "python-proton"
@@ -46,29 +51,57 @@ def cells() -> list[tuple[str, Case]]:
     return found
 
 
+@dataclasses.dataclass
+class Grid:
+    """One broker with the relay in front of it and the shims that serve its cells."""
+
+    broker: RunningBroker
+    relay: FrameRelay
+    pool: ShimPool
+
+
 @pytest.fixture(scope="session")
-def brokers():
-    """The embedded brokers, each started when a test first asks for it."""
-    started: dict[str, RunningBroker] = {}
+def grids(tmp_path_factory) -> Iterator:
+    """Each broker's :class:`Grid`, started when a test first asks for it; ``fresh=True`` gives the broker
+    and relay with shims of its own, stopped when the test's stack closes."""
+    client = client_on_mutants()
+    homes = {CLIENT: ensure_built(client.spec, Path(os.environ["AMQP_CLIENT_MUTATION_SHIMS"]),
+                                  progress=lambda _: None)}
+    evidence = tmp_path_factory.mktemp("evidence")
+    clients = {CLIENT: client}
+    with ExitStack() as session:
+        started: dict[str, Grid] = {}
 
-    def get(name: str) -> RunningBroker:
-        if name not in started:
-            started[name] = EmbeddedReferenceLauncher(router=BROKERS[name]).start(name, load_profile(name))
-        return started[name]
+        def get(name: str, test: ExitStack, fresh: bool = False) -> Grid:
+            if name not in started:
+                broker = EmbeddedReferenceLauncher(router=BROKERS[name]).start(name, load_profile(name))
+                session.callback(broker.stop)
+                relay = session.enter_context(FrameRelay(broker.address.host, broker.address.port,
+                                                         label=f"interop-{name}"))
+                started[name] = Grid(broker, relay, ShimPool(clients, homes, evidence))
+                session.callback(started[name].pool.close)
+            if not fresh:
+                return started[name]
+            pool = ShimPool(clients, homes, evidence)
+            test.callback(pool.close)
+            return dataclasses.replace(started[name], pool=pool)
 
-    yield get
-    for broker in started.values():
-        broker.stop()
+        yield get
 
 
 @pytest.mark.parametrize(("broker", "case"), [pytest.param(b, c, id=f"{c.id}@{b}") for b, c in cells()])
-def test_cell(broker: str, case: Case, brokers, tmp_path: Path) -> None:
+def test_cell(broker: str, case: Case, grids) -> None:
     """The row's cells against ``broker`` with python-proton on both sides: none FAILs or ERRORs."""
     client = client_on_mutants()
-    home = ensure_built(client.spec, Path(os.environ["AMQP_CLIENT_MUTATION_SHIMS"]), progress=lambda _: None)
-    records: list[dict] = []
-    run_grid(brokers(broker), {CLIENT: client}, {CLIENT: home}, [case], "same",
-             lambda record, frames, row: records.append(record), tmp_path, STEP_TIMEOUT_S, lambda _: None)
-    assert records, f"no cell of {case.id} ran against {broker}"
-    caught = [f"{r['case_id']}: {r['verdict']}: {r['reason']}" for r in records if r["verdict"] in CAUGHT]
+    caught, ran = [], 0
+    with ExitStack() as test:
+        on = grids(broker, test, fresh=os.environ.get("MUTANT_UNDER_TEST") == "stats")
+        for row, expectation_set, _, _ in grid([case], {CLIENT: client}, "same", on.broker.profile.expectation_sets):
+            on.broker.admin.adopt(expectation_set)
+            judgement, *_ = run_cell(row, expectation_set, client, client, on.broker, on.relay, on.pool,
+                                     STEP_TIMEOUT_S)
+            ran += 1
+            if judgement.verdict in CAUGHT:
+                caught.append(f"{row.id} [{expectation_set}]: {judgement.verdict}: {judgement.reason}")
+    assert ran, f"no cell of {case.id} ran against {broker}"
     assert not caught, "\n".join(caught)
