@@ -122,24 +122,69 @@ def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
     }
 
 
+# The fields of a delivery state a shim reports (peers/shims/README.md, "Delivery reports"), where the wire holds
+# each, and the value a field left out of the wire has: AMQP 1.0 3.4.3 (rejected's error: condition and
+# description) and 3.4.5 (modified: delivery-failed and undeliverable-here default false; message-annotations).
+REPORTED_STATE_FIELDS: dict[str, tuple[tuple[str, tuple[str, ...], Any], ...]] = {
+    "rejected": (("condition", ("error", "condition"), None), ("description", ("error", "description"), None)),
+    "modified": (("delivery_failed", ("delivery-failed",), False),
+                 ("undeliverable_here", ("undeliverable-here",), False),
+                 ("message_annotations", ("message-annotations",), None)),
+}
+
+
+def _plain(value: Any) -> Any:
+    """A state field as the shims' JSON gives it: a map with text keys, an empty map as none."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()} or None
+    return value
+
+
+def _wire_field(state: dict[str, Any], path: tuple[str, ...], default: Any) -> Any:
+    value: Any = state
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return _plain(default if value is None else value)
+
+
 def _state_summary(state: Any) -> dict[str, Any] | None:
     """A wire delivery state in the shims' report form (``{"type": ..., "condition": ...}``)."""
     if not isinstance(state, dict) or "@type" not in state:
         return None
     summary: dict[str, Any] = {"type": state["@type"]}
-    if state["@type"] == "rejected" and isinstance(state.get("error"), dict):
-        summary["condition"] = state["error"].get("condition")
+    for name, path, default in REPORTED_STATE_FIELDS.get(state["@type"], ()):
+        summary[name] = _wire_field(state, path, default)
     return summary
 
 
+def _field_disagreements(reported: dict[str, Any], wire: dict[str, Any], tells_fields: bool) -> list[str]:
+    """Where the sending client's reported remote state (of the wire's type) and the wire's differ in a field:
+    a field it reports must be the wire's; with ``tells_fields`` (its API gives every field), a field it leaves
+    null must be absent from the wire too."""
+    lines = []
+    for name, _, default in REPORTED_STATE_FIELDS.get(wire["type"], ()):
+        told = _plain(reported.get(name))
+        if told is None and not tells_fields:
+            continue
+        if (default if told is None else told) != wire[name]:
+            said = "nothing" if told is None else repr(told)
+            lines.append(f"sending client: its API gave the remote {wire['type']}'s {name} as {said}, the wire "
+                         f"carries {wire[name]!r}"
+                         + (" (its profile claims remote-state-fields)" if told is None else ""))
+    return lines
+
+
 def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] | None,
-                         receive_report: dict[str, Any] | None) -> list[str]:
+                         receive_report: dict[str, Any] | None, sender_tells_fields: bool = False) -> list[str]:
     """Where a client's API told its caller something the wire contradicts, one line each ([] when none).
 
     A shim reports what its library's API said (null where the API says nothing); the wire is the truth. The
-    sending client's ``remote_state`` must be the state of the broker's last disposition for the message
-    (type, and a rejected's condition); the receiving client's ``disposed`` outcome must be the state its
-    own disposition carried, when it sent one.
+    sending client's ``remote_state`` must be the state of the broker's last disposition for the message: its
+    type, and every field of it the shim reports (a rejected's condition and description, a modified's flags
+    and annotations, :data:`REPORTED_STATE_FIELDS`); with ``sender_tells_fields`` (the sending client's
+    profile claims ``remote-state-fields``: its API gives them all) a field it reports null must be absent
+    from the wire too. The receiving client's ``disposed`` outcome must be the state its own disposition
+    carried, when it sent one.
     """
     lines: list[str] = []
     if send_report is not None and send_report.get("remote_state") is not None:
@@ -149,9 +194,10 @@ def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] |
         if wire is None:
             lines.append(f"sending client: its API reported remote state {reported} but the broker sent no state "
                          "for the message")
-        elif reported.get("type") != wire["type"] or (
-                wire["type"] == "rejected" and reported.get("condition") not in (None, wire.get("condition"))):
+        elif reported.get("type") != wire["type"]:
             lines.append(f"sending client: its API reported remote state {reported}, the wire says {wire}")
+        else:
+            lines += _field_disagreements(reported, wire, sender_tells_fields)
     if receive_report is not None and receive_report.get("disposed") is not None:
         told = receive_report["disposed"].get("type")
         answers = observed.get("receiver_answers") or []
