@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from mutation import (
+    KILLED_STATUSES,
     REPO,
     TRIAGE_DIR,
     MutantResult,
@@ -101,8 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / CLIENT,
                         help="mutmut's work directory")
     parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
-    parser.add_argument("--report-only", action="store_true",
-                        help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--report-only", action="store_true",
+                       help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    again.add_argument("--survivors", action="store_true",
+                       help="run again only the mutants the last run kept in --workdir left alive (survivors and "
+                            "unreached), against the rows and harness as they are now (after a change to them); its "
+                            "kills stand")
     args = parser.parse_args(argv)
     try:
         triage = load_triage(TRIAGE)
@@ -113,18 +119,26 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     kills = args.out / "kills.jsonl"
-    if args.report_only:
+    env = {"AMQP_CLIENT_MUTATION_HITS": str(args.workdir / "hits.txt"),
+           "AMQP_CLIENT_MUTATION_SHIMS": str(args.workdir / "shims")}
+    if args.report_only or args.survivors:
         if not (args.workdir / "mutants").is_dir():
-            print(f"client mutation: no run kept in {args.workdir}; run without --report-only first", file=sys.stderr)
+            print(f"client mutation: no run kept in {args.workdir}; run without --report-only or --survivors first",
+                  file=sys.stderr)
             return 2
-    else:
+    if args.survivors:
+        names = [name for name, status in read_statuses(args.workdir).items()
+                 if module_of(name) in modules and status not in KILLED_STATUSES]
+        print(f"== client mutation: {len(names)} survivors and unreached of the last run, against the grid as it is "
+              "now", flush=True)
+        if names:
+            run_mutmut(args.workdir, kills, names=names, max_children=args.max_children, env=env)
+    elif not args.report_only:
         kills.unlink(missing_ok=True)
         print(f"== client mutation: mutmut over python-qpid-proton's {', '.join(modules)}; the grid's cells, "
               f"{CLIENT} with itself, against reference and reference-router", flush=True)
         build_workdir(args.workdir, modules)
-        run_mutmut(args.workdir, kills, max_children=args.max_children,
-                   env={"AMQP_CLIENT_MUTATION_HITS": str(args.workdir / "hits.txt"),
-                        "AMQP_CLIENT_MUTATION_SHIMS": str(args.workdir / "shims")})
+        run_mutmut(args.workdir, kills, max_children=args.max_children, env=env)
     statuses = {name: status for name, status in read_statuses(args.workdir).items() if module_of(name) in modules}
     unchecked = sum(status == "not checked" for status in statuses.values())
     if unchecked:
