@@ -79,6 +79,34 @@ def link_view(frames: list[Frame], client_role: str) -> LinkView:
     return LinkView(answer, transfer, broker_dispositions, client_dispositions, errors)
 
 
+def delivery_tags(frames: list[Frame], client_role: str) -> dict[str, int]:
+    """On the link of ``client_role``: how many deliveries it carried (their transfers' delivery-ids) and how
+    many ``clashes``: a delivery whose tag (its first transfer's) is the tag of a delivery of the link that
+    was still unsettled when it began. A delivery is settled once a transfer or disposition covering it says
+    settled, whichever end sent it: frames of a connection are processed in order, so the other end has
+    settled too before it reads anything sent after (AMQP 1.0 2.6.12: a tag is unique among all deliveries
+    either end could consider unsettled; 004, pn_delivery: among the delivery objects the link holds)."""
+    sending = "out" if client_role == "sender" else "in"
+    unsettled: dict[int, Any] = {}
+    deliveries, clashes, last = 0, 0, None
+    for frame in frames:
+        fields = frame.fields
+        if frame.performative == "transfer" and frame.direction == sending:
+            if fields.get("delivery-id") is not None:
+                last = int(fields["delivery-id"])
+                tag = bytes(fields["delivery-tag"]) if fields.get("delivery-tag") is not None else None
+                deliveries += 1
+                clashes += tag in unsettled.values()
+                unsettled[last] = tag
+            if fields.get("settled") and last is not None:
+                unsettled.pop(last, None)
+        elif frame.performative == "disposition" and fields.get("settled"):
+            for delivery_id in list(unsettled):
+                if _covers(frame, delivery_id):
+                    del unsettled[delivery_id]
+    return {"deliveries": deliveries, "clashes": clashes}
+
+
 def _settled_at(dispositions: list[Frame]) -> int | None:
     return next((f.t_ns for f in dispositions if f.fields.get("settled")), None)
 
@@ -108,6 +136,7 @@ def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
     return {
         "sender_attach": _kept(sent.attach) if sent.attach else None,
         "sender_transfer": _kept(sent.transfer) if sent.transfer else None,
+        "sender_tags": delivery_tags(sending, "sender"),
         "sender_answers": [_kept(f) for f in sent.broker_dispositions],
         "sender_settles": [_kept(f) for f in sent.client_dispositions],
         "sender_settled_early": _settled_before(sent.client_dispositions, _final_at(sent.broker_dispositions)),

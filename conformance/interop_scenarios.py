@@ -41,14 +41,16 @@ CROSSING = Scenario(
         "delivery_failed": bool, "undeliverable_here": bool, "message_annotations": _annotations,  # modified's
         "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
+        "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
         "provocation": ("none", "report-received"),  # asked of the broker's admin for the cell's node first
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
-              "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0,
+              "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "provocation": "none"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
+        "sender_tags",  # the sending client's link: its deliveries, and those whose tag an unsettled one had
         "sender_answers",  # the broker's dispositions to the sending client for it
         "sender_settles",  # the sending client's dispositions for it
         "sender_settled_early",  # the sending client settled before the broker gave a terminal state or settled

@@ -89,15 +89,16 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         def send() -> None:
             try:
                 run.send_reply = ask("sender", sender, "send", link="s",
-                                     messages=[{"body": "m1" + "x" * given["body_bytes"],
-                                                "settled": given["presettled"]}])
+                                     messages=[{"body": f"m{n}" + "x" * given["body_bytes"],
+                                                "settled": given["presettled"]}
+                                               for n in range(1, given["messages"] + 1)])
             except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
                 failure.append(exc)
 
         sending = threading.Thread(target=send, name="interop-send", daemon=True)
         sending.start()
-        run.receive_reply = ask("receiver", receiver, "receive", link="r", count=1, outcome=outcome_of(given),
-                                settle=given["settle"])
+        run.receive_reply = ask("receiver", receiver, "receive", link="r", count=given["messages"],
+                                outcome=outcome_of(given), settle=given["settle"])
         sending.join(timeout_s + 10)
         if failure:
             raise failure[0]
