@@ -37,6 +37,7 @@ class LinkView:
     broker_dispositions: list[Frame]  # the broker's dispositions covering that delivery, in order
     client_dispositions: list[Frame]  # the client's, in order
     errors: list[dict[str, Any]]  # the broker's detach/end/close frames that carry an error
+    client_errors: list[dict[str, Any]]  # the client's own detach/end/close frames that carry an error
 
 
 def _covers(frame: Frame, delivery_id: int) -> bool:
@@ -72,11 +73,16 @@ def link_view(frames: list[Frame], client_role: str) -> LinkView:
                 broker_dispositions.append(frame)
             elif frame.direction == "out" and frame.fields.get("role") == client_role:
                 client_dispositions.append(frame)
-    errors = [{"performative": f.performative, "condition": (f.fields.get("error") or {}).get("condition"),
-               "description": (f.fields.get("error") or {}).get("description")}
-              for f in frames if f.direction == "in" and f.performative in ERROR_PERFORMATIVES
-              and f.fields.get("error")]
-    return LinkView(answer, transfer, broker_dispositions, client_dispositions, errors)
+    return LinkView(answer, transfer, broker_dispositions, client_dispositions, _errors(frames, "in"),
+                    _errors(frames, "out"))
+
+
+def _errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
+    """The detach, end and close frames of ``direction`` that carry an error: performative, condition, description."""
+    return [{"performative": f.performative, "condition": (f.fields.get("error") or {}).get("condition"),
+             "description": (f.fields.get("error") or {}).get("description")}
+            for f in frames if f.direction == direction and f.performative in ERROR_PERFORMATIVES
+            and f.fields.get("error")]
 
 
 def delivery_tags(frames: list[Frame], client_role: str) -> dict[str, int]:
@@ -148,6 +154,8 @@ def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
         "broker_settles_receiver": [_kept(f) for f in got.broker_dispositions],
         "errors": [{"connection": "sender", **e} for e in sent.errors]
                   + [{"connection": "receiver", **e} for e in got.errors],
+        "client_errors": [{"connection": "sender", **e} for e in sent.client_errors]
+                         + [{"connection": "receiver", **e} for e in got.client_errors],
     }
 
 
@@ -211,15 +219,19 @@ def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] |
     sending client's ``remote_state`` must be the state of the broker's last disposition for the message: its
     type, and every field of it the shim reports (a rejected's condition and description, a modified's flags
     and annotations, :data:`REPORTED_STATE_FIELDS`); with ``sender_tells_fields`` (the sending client's
-    profile claims ``remote-state-fields``: its API gives them all) a field it reports null must be absent
-    from the wire too. The receiving client's ``disposed`` outcome must be the state its own disposition
-    carried, when it sent one.
+    profile claims ``remote-state-fields``: its API tells the outcome and gives all of its fields) a field it
+    reports null must be absent from the wire too, and so must a terminal state when it reports none. The
+    receiving client's ``disposed`` outcome must be the state its own disposition carried, when it sent one.
     """
     lines: list[str] = []
-    if send_report is not None and send_report.get("remote_state") is not None:
+    answers = observed.get("sender_answers") or []
+    wire = _state_summary(answers[-1].get("state")) if answers else None
+    if send_report is not None and send_report.get("remote_state") is None:
+        if sender_tells_fields and wire is not None and wire["type"] in TERMINAL_STATES:
+            lines.append(f"sending client: its API told no remote state, the broker's last disposition carries "
+                         f"{wire} (its profile claims remote-state-fields)")
+    elif send_report is not None:
         reported = send_report["remote_state"]
-        answers = observed.get("sender_answers") or []
-        wire = _state_summary(answers[-1].get("state")) if answers else None
         if wire is None:
             lines.append(f"sending client: its API reported remote state {reported} but the broker sent no state "
                          "for the message")

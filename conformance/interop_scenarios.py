@@ -60,6 +60,8 @@ CROSSING = Scenario(
         "receiver_settled_first",  # the receiving client settled before the broker had (rcv second: must not)
         "broker_settles_receiver",  # the broker's dispositions to the receiving client for it
         "errors",  # the broker's error conditions on either connection (detach, end, close), by where they came
+        "client_errors",  # the clients' own error conditions (detach, end, close), by connection: a client that
+        # ends its link, session or connection with an error over something a row does is at fault
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
     ),

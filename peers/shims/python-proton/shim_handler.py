@@ -35,6 +35,7 @@ from shim_records import Arrival, LinkState, Sent
 from shim_wire import (
     RCV_MODES,
     SND_MODES,
+    STATE_CODES,
     TERMINAL,
     BadCommand,
     Unsupported,
@@ -314,25 +315,28 @@ class ShimHandler(MessagingHandler):
 
     def on_accepted(self, event: Any) -> None:
         """The receiver accepted a sent message."""
-        self.sender_update(event.delivery, "on_accepted")
+        self.sender_update(event.delivery, "on_accepted", "accepted")
 
     def on_rejected(self, event: Any) -> None:
         """The receiver rejected a sent message."""
-        self.sender_update(event.delivery, "on_rejected")
+        self.sender_update(event.delivery, "on_rejected", "rejected")
 
     def on_released(self, event: Any) -> None:
-        """The receiver released or modified a sent message (MessagingHandler calls on_released for both)."""
+        """The receiver released or modified a sent message (MessagingHandler calls on_released for both, and
+        ``Delivery.remote_state`` tells them apart)."""
         modified = event.delivery.remote_state == Delivery.MODIFIED
-        self.sender_update(event.delivery, "on_released (remote_state MODIFIED)" if modified else "on_released")
+        self.sender_update(event.delivery, "on_released (remote_state MODIFIED)" if modified else "on_released",
+                           "modified" if modified else "released")
 
-    def sender_update(self, delivery: Delivery, callback: str) -> None:
-        """Record a sent delivery's new remote state. Under the receiver's ``rcv-settle-mode`` second a terminal
-        state the receiver left unsettled is settled here (the sender settles first): proton leaves that to the
-        application."""
+    def sender_update(self, delivery: Delivery, callback: str, told: str) -> None:
+        """Record the outcome a callback told of a sent delivery (``told``, with ``Delivery.remote``'s fields):
+        the callback is how the API tells its caller the outcome; ``on_settled`` tells settlement only. Under the
+        receiver's ``rcv-settle-mode`` second a terminal state the receiver left unsettled is settled here (the
+        sender settles first): proton leaves that to the application."""
         record = getattr(delivery, "shim_record", None)
         if not isinstance(record, Sent) or not self.is_live(delivery.connection):
             return
-        record.remote_state = state_json(delivery.remote_state, delivery.remote)
+        record.remote_state = state_json(STATE_CODES[told], delivery.remote)
         record.remote_settled = bool(delivery.settled)
         record.api.append(callback)
         if (delivery.remote_state in TERMINAL and not delivery.settled and not record.locally_settled
@@ -350,7 +354,6 @@ class ShimHandler(MessagingHandler):
             return
         record.remote_settled = True
         if isinstance(record, Sent):
-            record.remote_state = state_json(delivery.remote_state, delivery.remote)
             record.api.append("on_settled")
             if not record.locally_settled:
                 delivery.settle()
