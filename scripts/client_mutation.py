@@ -8,11 +8,12 @@ The client grid (``amqp-conformance interop``, rows in ``conformance/interop_tab
 the same rows as brokers. ``fixtures/tests/test_interop_grid.py`` shows it catching two broken clients written
 by hand; this measures its power the way ``scripts/mutation.py`` measures the catalogue's, on mutants nobody
 chose. Every mutant of the modules of python-qpid-proton's Python layer that carry deliveries, their states and
-settlement, and the messaging handler's automatic accepting and settling (:data:`MODULES`), runs under the
-python-proton shim on both sides of the embedded reference broker (and of its router mode, for the router
-rows). A mutant is **killed** when a cell FAILs or ERRORs against it (or its run times out or crashes),
-**survives** when every cell passes, and is **unreached** when no cell runs its function: the shim uses only
-part of the library (no reconnection, SSL, blocking API), so those are counted apart and left out of the score.
+settlement, and the messaging handler's automatic accepting and settling (:data:`MODULES`; by default those whose
+survivors are triaged, :data:`DEFAULT_MODULES`), runs under the python-proton shim on both sides of the embedded
+reference broker (and of its router mode, for the router rows). A mutant is **killed** when a cell FAILs or
+ERRORs against it (or its run times out or crashes), **survives** when every cell passes, and is **unreached**
+when no cell runs its function: the shim uses only part of the library (no reconnection, SSL, blocking API), so
+those are counted apart and left out of the score.
 The survivors are triaged as the catalogue's are (``docs/mutation-triage/clients/python-proton/<module>.toml``;
 the categories of ``scripts/mutation.py``), and the report, the score and the exit status are its.
 
