@@ -62,7 +62,7 @@ UNTRIAGED_MODULES = ("_endpoints", "_handlers")
 DEFAULT_MODULES = tuple(m for m in MODULES if m not in UNTRIAGED_MODULES)
 COPY = Path("clientlib") / "proton"  # where the work directory holds the copy mutmut mutates
 HELPERS = {"client_mutation_cells.py": "test_client_cells.py", "client_mutation_hooks.py": "client_mutation_hooks.py",
-           "client_mutation_launch.py": "client_mutation_launch.py"}
+           "client_mutation_launch.py": "client_mutation_launch.py", "mutation_kills.py": "mutation_kills.py"}
 TRIAGE = TRIAGE_DIR / "clients" / CLIENT
 UNREACHED = "no tests"  # mutmut's status of a mutant no test reaches
 
@@ -86,7 +86,8 @@ def build_workdir(workdir: Path, modules: list[str]) -> None:
         "source_paths": [str(COPY / f"{module}.py") for module in modules],
         "also_copy": ["clientlib", *HELPERS.values()],
         "pytest_add_cli_args_test_selection": ["test_client_cells.py"],
-        "pytest_add_cli_args": ["-p", "client_mutation_hooks", "-p", "no:cacheprovider", "--import-mode=importlib"],
+        "pytest_add_cli_args": ["-p", "client_mutation_hooks", "-p", "mutation_kills", "-p", "no:cacheprovider",
+                                "--import-mode=importlib"],
     }
     lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
     (workdir / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,16 +1,12 @@
-"""A pytest plugin for scripts/client_mutation.py, loaded by mutmut's test process (``-p client_mutation_hooks``).
-
-- While mutmut collects which test reaches which function (``MUTANT_UNDER_TEST=stats``), the functions of the
-  mutated library that the shim processes of a test reached (appended to ``AMQP_CLIENT_MUTATION_HITS`` by
-  ``client_mutation_launch.py``) are handed to mutmut before it credits the test with what it saw in its own
-  process, where the library never runs.
-- A failing test (a grid cell that FAILs or ERRORs against a mutant) is recorded in ``AMQP_MUTATION_KILLS``,
-  as ``scripts/mutation.py``'s recorder records a catalogue case.
+"""A pytest plugin for scripts/client_mutation.py, loaded by mutmut's test process (``-p client_mutation_hooks``):
+while mutmut collects which test reaches which function (``MUTANT_UNDER_TEST=stats``), the functions of the
+mutated library that the shim processes of a test reached (appended to ``AMQP_CLIENT_MUTATION_HITS`` by
+``client_mutation_launch.py``) are handed to mutmut before it credits the test with what it saw in its own
+process, where the library never runs. (The kills are recorded by ``mutation_kills.py``, as for the catalogue.)
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -28,13 +24,3 @@ def pytest_runtest_teardown(item, nextitem):
     names = Path(hits).read_text(encoding="utf-8").split()
     state()._stats.update(names)
     Path(hits).write_text("", encoding="utf-8")
-
-
-def pytest_runtest_logreport(report):
-    """Record the first failing cell against each mutant (the kill), with the broker of the pass."""
-    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
-    path = os.environ.get("AMQP_MUTATION_KILLS")
-    if report.failed and path and "__mutmut_" in mutant:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"mutant": mutant, "case": report.nodeid,
-                                  "against": os.environ.get("AMQP_MUTATION_AGAINST", "")}) + "\n")

@@ -105,13 +105,13 @@ SOURCE_CITATION = re.compile(r"\b\d\.\d+(\.\d+)?\b|\bpart \d\b|\bseed 00\d\b|\b0
                              r"\bno source\b|\bnone of the catalogue's source documents\b", re.IGNORECASE)
 KILLED_STATUSES = {"killed", "timeout", "segfault", "suspicious"}
 RECORDER_MODULE = "amqp_mutation_recorder"  # a pytest plugin (-p) on mutmut's sys.path
-RECORDER = '''"""Written by scripts/mutation.py: records which case killed which mutant (the first failing case).
+KILLS_PLUGIN = "mutation_kills"  # scripts/mutation_kills.py: which case failed against which mutant
+RECORDER = '''"""Written by scripts/mutation.py: credits the functions reached at session start to every case.
 
 While mutmut collects its stats (which case reaches which function), the functions reached by the time the
 first case is set up (the session-scoped broker starting: constructors, configuration) are credited to every
 case: mutmut would credit them to the first case alone and judge their mutants with that one case.
 """
-import json
 import os
 
 import pytest
@@ -145,14 +145,6 @@ def pytest_sessionfinish(session, exitstatus):
     for function in _AT_SESSION_START:
         state().tests_by_mangled_function_name[function].update(every)
 
-
-def pytest_runtest_logreport(report):
-    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
-    path = os.environ.get("AMQP_MUTATION_KILLS")
-    if report.failed and path and "__mutmut_" in mutant:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"mutant": mutant, "case": report.nodeid,
-                                  "against": os.environ.get("AMQP_MUTATION_AGAINST", "")}) + "\\n")
 '''
 
 
@@ -386,15 +378,16 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
     sources = [f"amqp_conformance/peers/reference/{m}.py" for m in modules]
     config = {
         "source_paths": sources,
-        "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py"],
+        "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py", f"{KILLS_PLUGIN}.py"],
         "pytest_add_cli_args_test_selection": ["amqp_conformance/conformance/"],
         "pytest_add_cli_args": ["--broker", broker, *(["--reference-mutant", variant] if variant else []),
-                                "-p", RECORDER_MODULE, "-p", "no:cacheprovider", "--import-mode=importlib",
-                                "--case-timeout", "2", *(["-k", tables] if tables else [])],
+                                "-p", RECORDER_MODULE, "-p", KILLS_PLUGIN, "-p", "no:cacheprovider",
+                                "--import-mode=importlib", "--case-timeout", "2", *(["-k", tables] if tables else [])],
     }
     lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
     (workdir / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (workdir / f"{RECORDER_MODULE}.py").write_text(RECORDER, encoding="utf-8")
+    shutil.copy2(Path(__file__).resolve().parent / f"{KILLS_PLUGIN}.py", workdir / f"{KILLS_PLUGIN}.py")
 
 
 def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2,
