@@ -58,6 +58,7 @@ class Grid:
     broker: RunningBroker
     relay: FrameRelay
     pool: ShimPool
+    client: Client  # python-proton on the mutated library (:func:`client_on_mutants`)
 
 
 @pytest.fixture(scope="session")
@@ -78,7 +79,7 @@ def grids(tmp_path_factory) -> Iterator:
                 session.callback(broker.stop)
                 relay = session.enter_context(FrameRelay(broker.address.host, broker.address.port,
                                                          label=f"interop-{name}"))
-                started[name] = Grid(broker, relay, ShimPool(clients, homes, evidence))
+                started[name] = Grid(broker, relay, ShimPool(clients, homes, evidence), client)
                 session.callback(started[name].pool.close)
             if not fresh:
                 return started[name]
@@ -92,13 +93,13 @@ def grids(tmp_path_factory) -> Iterator:
 @pytest.mark.parametrize(("broker", "case"), [pytest.param(b, c, id=f"{c.id}@{b}") for b, c in cells()])
 def test_cell(broker: str, case: Case, grids) -> None:
     """The row's cells against ``broker`` with python-proton on both sides: none FAILs or ERRORs."""
-    client = client_on_mutants()
     caught, ran = [], 0
     with ExitStack() as test:
         on = grids(broker, test, fresh=os.environ.get("MUTANT_UNDER_TEST") == "stats")
-        for row, expectation_set, _, _ in grid([case], {CLIENT: client}, "same", on.broker.profile.expectation_sets):
+        for row, expectation_set, _, _ in grid([case], {CLIENT: on.client}, "same",
+                                               on.broker.profile.expectation_sets):
             on.broker.admin.adopt(expectation_set)
-            judgement, *_ = run_cell(row, expectation_set, client, client, on.broker, on.relay, on.pool,
+            judgement, *_ = run_cell(row, expectation_set, on.client, on.client, on.broker, on.relay, on.pool,
                                      STEP_TIMEOUT_S)
             ran += 1
             if judgement.verdict in CAUGHT:

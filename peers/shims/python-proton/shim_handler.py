@@ -35,7 +35,6 @@ from shim_records import Arrival, LinkState, Sent
 from shim_wire import (
     RCV_MODES,
     SND_MODES,
-    STATE_CODES,
     TERMINAL,
     BadCommand,
     Unsupported,
@@ -315,20 +314,20 @@ class ShimHandler(MessagingHandler):
 
     def on_accepted(self, event: Any) -> None:
         """The receiver accepted a sent message."""
-        self.sender_update(event.delivery, "on_accepted", "accepted")
+        self.sender_update(event.delivery, "on_accepted", Delivery.ACCEPTED)
 
     def on_rejected(self, event: Any) -> None:
         """The receiver rejected a sent message."""
-        self.sender_update(event.delivery, "on_rejected", "rejected")
+        self.sender_update(event.delivery, "on_rejected", Delivery.REJECTED)
 
     def on_released(self, event: Any) -> None:
         """The receiver released or modified a sent message (MessagingHandler calls on_released for both, and
         ``Delivery.remote_state`` tells them apart)."""
         modified = event.delivery.remote_state == Delivery.MODIFIED
         self.sender_update(event.delivery, "on_released (remote_state MODIFIED)" if modified else "on_released",
-                           "modified" if modified else "released")
+                           Delivery.MODIFIED if modified else Delivery.RELEASED)
 
-    def sender_update(self, delivery: Delivery, callback: str, told: str) -> None:
+    def sender_update(self, delivery: Delivery, callback: str, told: int) -> None:
         """Record the outcome a callback told of a sent delivery (``told``, with ``Delivery.remote``'s fields):
         the callback is how the API tells its caller the outcome; ``on_settled`` tells settlement only. Under the
         receiver's ``rcv-settle-mode`` second a terminal state the receiver left unsettled is settled here (the
@@ -336,7 +335,7 @@ class ShimHandler(MessagingHandler):
         record = getattr(delivery, "shim_record", None)
         if not isinstance(record, Sent) or not self.is_live(delivery.connection):
             return
-        record.remote_state = state_json(STATE_CODES[told], delivery.remote)
+        record.remote_state = state_json(told, delivery.remote)
         record.remote_settled = bool(delivery.settled)
         record.api.append(callback)
         if (delivery.remote_state in TERMINAL and not delivery.settled and not record.locally_settled

@@ -18,7 +18,6 @@ RCV_MODES = {"first": Link.RCV_FIRST, "second": Link.RCV_SECOND}
 TERMINAL = (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED)
 STATE_NAMES = {Delivery.RECEIVED: "received", Delivery.ACCEPTED: "accepted", Delivery.REJECTED: "rejected",
                Delivery.RELEASED: "released", Delivery.MODIFIED: "modified"}
-STATE_CODES = {name: code for code, name in STATE_NAMES.items()}
 OUTCOME_TYPES = ("accepted", "rejected", "released", "modified")
 
 
