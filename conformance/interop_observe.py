@@ -113,6 +113,12 @@ def delivery_tags(frames: list[Frame], client_role: str) -> dict[str, int]:
     return {"deliveries": deliveries, "clashes": clashes}
 
 
+def client_closed(frames: list[Frame]) -> bool:
+    """Whether the client sent its ``close`` on this connection: AMQP 1.0 2.4.3, a peer ends a connection by
+    writing close (whether it closes first or answers the broker's close), never by dropping the socket."""
+    return any(f.direction == "out" and f.performative == "close" for f in frames)
+
+
 def _settled_at(dispositions: list[Frame]) -> int | None:
     return next((f.t_ns for f in dispositions if f.fields.get("settled")), None)
 
@@ -156,6 +162,7 @@ def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
                   + [{"connection": "receiver", **e} for e in got.errors],
         "client_errors": [{"connection": "sender", **e} for e in sent.client_errors]
                          + [{"connection": "receiver", **e} for e in got.client_errors],
+        "client_closed": {"sender": client_closed(sending), "receiver": client_closed(receiving)},
     }
 
 
@@ -250,4 +257,58 @@ def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] |
         elif answers and not any(s is not None and s["type"] == told for s in states):
             lines.append(f"receiving client: its API accepted the outcome {told}, its dispositions carried "
                          f"{[s and s['type'] for s in states]}")
+    return lines
+
+
+def told_remote_settled(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str) -> bool | None:
+    """What a client last told of the other end's settlement of its reported delivery on ``link``: the delivery
+    report's ``remote_settled``, then each later ``delivery-update`` event of that delivery (same link and
+    index) that says (peers/shims/README.md, "Events"); None when nothing said."""
+    if report is None:
+        return None
+    told = report.get("remote_settled")
+    index = report.get("index", 0)
+    for event in events:
+        if (event.get("event") == "delivery-update" and event.get("link") == link and event.get("index") == index
+                and event.get("remote_settled") is not None):
+            told = bool(event["remote_settled"])
+    return told
+
+
+def _wire_settled(observed: dict[str, Any]) -> dict[str, bool | None]:
+    """Whether the broker settled each client's delivery, as the wire shows it: a disposition of the broker with
+    settled true covering it, or (to the receiving client) a transfer sent settled. None for a sending client
+    whose own transfer went settled: there is nothing for the broker to settle."""
+    sender_transfer = observed.get("sender_transfer") or {}
+    delivered = observed.get("delivered") or {}
+    return {
+        "sender": None if sender_transfer.get("settled") else
+        any(a.get("settled") for a in observed.get("sender_answers") or []),
+        "receiver": bool(delivered.get("settled"))
+        or any(d.get("settled") for d in observed.get("broker_settles_receiver") or []),
+    }
+
+
+def settlement_disagreements(observed: dict[str, Any], told: dict[str, bool | None],
+                             claims: dict[str, bool]) -> list[str]:
+    """Where a client that claims ``remote-settlement`` (its API tells when the other end settled a delivery,
+    and its shim reports it in the delivery's report or a later ``delivery-update`` event) told otherwise than
+    the wire, one line each. ``told``: per role ("sender", "receiver"), the client's last word at the cell's
+    end (:func:`told_remote_settled`), when the connection has closed and every frame the broker sent has been
+    read; a role left out reported no delivery (nothing to hold); ``claims``: per role, whether that client's
+    profile claims it. A client that says the broker settled when no frame of the broker did, or says nothing or
+    not settled when one did, disagrees."""
+    lines: list[str] = []
+    wire = _wire_settled(observed)
+    for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
+        if role not in told or not claims.get(role) or wire[role] is None:
+            continue
+        said = told[role]
+        if said is True and not wire[role]:
+            lines.append(f"{client}: its API told that the broker settled the message, no frame of the broker "
+                         "settled it (its profile claims remote-settlement)")
+        elif said is not True and wire[role]:
+            lines.append(f"{client}: the broker settled the message on the wire, its API "
+                         f"{'never told so' if said is None else 'told it was not settled'} by the cell's end "
+                         "(delivery report and delivery-update events; its profile claims remote-settlement)")
     return lines

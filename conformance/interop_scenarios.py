@@ -62,6 +62,7 @@ CROSSING = Scenario(
         "errors",  # the broker's error conditions on either connection (detach, end, close), by where they came
         "client_errors",  # the clients' own error conditions (detach, end, close), by connection: a client that
         # ends its link, session or connection with an error over something a row does is at fault
+        "client_closed",  # whether each client wrote its close on its connection (2.4.3), by connection
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
     ),
