@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from amqp_conformance.peers.shimrun.errors import ShimError
+
 
 class Shim(Protocol):
     """What the script needs of a shim process (peers/shimrun.ShimProcess)."""
@@ -42,6 +44,7 @@ class CellRun:
     receive_reply: dict[str, Any] | None = None
     replies: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (role, op, reply)
     stopped: str | None = None
+    close_failures: list[str] = field(default_factory=list)  # a shim that died, hung or broke its contract in close
 
 
 def outcome_of(given: dict[str, Any]) -> dict[str, Any]:
@@ -111,8 +114,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
                 run.replies.append((role, "close", reply))
-            except Exception:  # noqa: BLE001 - the cell's verdict already stands; the runner checks the shim
-                pass
+            except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
+                run.close_failures.append(f"the {role} client's close: {exc}")
     return run
 
 
