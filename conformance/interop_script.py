@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 from amqp_conformance.peers.shimrun.errors import ShimError
 
+LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim contract, by role
+
 
 class Shim(Protocol):
     """What the script needs of a shim process (peers/shimrun.ShimProcess)."""
@@ -82,16 +84,16 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     sending: threading.Thread | None = None
     try:
         ask("receiver", receiver, "connect", url=receiver_url, container_id=f"interop-r-{tag}", **host)
-        ask("receiver", receiver, "attach", link="r", role="receiver", address=address,
+        ask("receiver", receiver, "attach", link=LINKS["receiver"], role="receiver", address=address,
             snd_settle_mode="unsettled", rcv_settle_mode=given["rcv_settle_mode"])
         ask("sender", sender, "connect", url=sender_url, container_id=f"interop-s-{tag}", **host)
-        ask("sender", sender, "attach", link="s", role="sender", address=address,
+        ask("sender", sender, "attach", link=LINKS["sender"], role="sender", address=address,
             snd_settle_mode=given["snd_settle_mode"], rcv_settle_mode=given["sender_rcv_settle_mode"])
         failure: list[BaseException] = []
 
         def send() -> None:
             try:
-                run.send_reply = ask("sender", sender, "send", link="s",
+                run.send_reply = ask("sender", sender, "send", link=LINKS["sender"],
                                      messages=[{"body": f"m{n}" + "x" * given["body_bytes"],
                                                 "settled": given["presettled"]}
                                                for n in range(1, given["messages"] + 1)])
@@ -100,7 +102,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
 
         sending = threading.Thread(target=send, name="interop-send", daemon=True)
         sending.start()
-        run.receive_reply = ask("receiver", receiver, "receive", link="r", count=given["messages"],
+        run.receive_reply = ask("receiver", receiver, "receive", link=LINKS["receiver"], count=given["messages"],
                                 outcome=outcome_of(given), settle=given["settle"])
         sending.join(timeout_s + 10)
         if failure:
