@@ -67,19 +67,25 @@ def cmd_spark_server(args: argparse.Namespace) -> int:
     if not re.fullmatch(r"[0-9]+[kmgt]?", memory.lower()):
         raise Usage(f"--memory {memory!r}: give a JVM heap size such as 2g or 1536m")
     print(f"starting a Spark Connect server on 127.0.0.1:{port} (driver heap {memory}) ...", flush=True)
+    # kill: stop the JVM too, never leave it running; taken before the JVM starts, so that a kill that comes as
+    # soon as the ready line is read (or while the server starts) is never the default one, which orphans it
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
-        process = connect_server.start_server(port, memory)
-    except connect_server.ConnectServerError as exc:
-        raise Usage(str(exc)) from None
-    print(f"Spark Connect server ready: amqp-conformance report RUN_DIR... --master sc://127.0.0.1:{port} "
-          f"(Ctrl-C or kill stops it)", flush=True)
-    previous = signal.signal(signal.SIGTERM, _interrupted)  # kill: stop the JVM too, never leave it running
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        return 0
+        try:
+            process = connect_server.start_server(port, memory)
+        except connect_server.ConnectServerError as exc:
+            raise Usage(str(exc)) from None
+        except KeyboardInterrupt:  # stopped while starting: start_server has stopped the JVM
+            return 0
+        print(f"Spark Connect server ready: amqp-conformance report RUN_DIR... --master sc://127.0.0.1:{port} "
+              f"(Ctrl-C or kill stops it)", flush=True)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            connect_server.stop_server(process)
     finally:
-        connect_server.stop_server(process)
         signal.signal(signal.SIGTERM, previous)
 
 

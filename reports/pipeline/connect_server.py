@@ -120,15 +120,19 @@ def start_server(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, master:
         if sink:
             sink.close()
     deadline = time.monotonic() + timeout
-    while not port_open(port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop_server(process)
-            tail = "" if log is None else log.read_text(errors="replace")[-2000:]
-            why = (f"exited with status {process.returncode}" if process.returncode
-                   else f"did not listen in {timeout:.0f} s")
-            end = f"; the end of its log ({log}):\n{tail}" if tail else ""
-            raise ConnectServerError(f"the Spark Connect server {why}{end}")
-        time.sleep(0.5)
+    try:
+        while not port_open(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                stop_server(process)
+                tail = "" if log is None else log.read_text(errors="replace")[-2000:]
+                why = (f"exited with status {process.returncode}" if process.returncode
+                       else f"did not listen in {timeout:.0f} s")
+                end = f"; the end of its log ({log}):\n{tail}" if tail else ""
+                raise ConnectServerError(f"the Spark Connect server {why}{end}")
+            time.sleep(0.5)
+    except KeyboardInterrupt:  # interrupted (Ctrl-C, or a kill the caller turned into one) while it starts
+        stop_server(process)
+        raise
     return process
 
 
