@@ -70,22 +70,19 @@ def cmd_spark_server(args: argparse.Namespace) -> int:
     # kill: stop the JVM too, never leave it running; taken before the JVM starts, so that a kill that comes as
     # soon as the ready line is read (or while the server starts) is never the default one, which orphans it
     previous = signal.signal(signal.SIGTERM, _interrupted)
+    process = None
     try:
-        try:
-            process = connect_server.start_server(port, memory)
-        except connect_server.ConnectServerError as exc:
-            raise Usage(str(exc)) from None
-        except KeyboardInterrupt:  # stopped while starting: start_server has stopped the JVM
-            return 0
+        process = connect_server.start_server(port, memory)  # stopped by itself when interrupted while starting
         print(f"Spark Connect server ready: amqp-conformance report RUN_DIR... --master sc://127.0.0.1:{port} "
               f"(Ctrl-C or kill stops it)", flush=True)
-        try:
-            return process.wait()
-        except KeyboardInterrupt:
-            return 0
-        finally:
-            connect_server.stop_server(process)
+        return process.wait()
+    except connect_server.ConnectServerError as exc:
+        raise Usage(str(exc)) from None
+    except KeyboardInterrupt:
+        return 0
     finally:
+        if process is not None:
+            connect_server.stop_server(process)
         signal.signal(signal.SIGTERM, previous)
 
 
