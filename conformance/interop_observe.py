@@ -260,19 +260,65 @@ def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] |
     return lines
 
 
+def _last_told(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str, key: str) -> bool | None:
+    """The delivery report's ``key``, then that of each later ``delivery-update`` event of the same delivery (same
+    link and index) that says it, the last word counting; None when nothing said."""
+    if report is None:
+        return None
+    told = report.get(key)
+    index = report.get("index", 0)
+    for event in events:
+        if (event.get("event") == "delivery-update" and event.get("link") == link and event.get("index") == index
+                and event.get(key) is not None):
+            told = bool(event[key])
+    return told
+
+
 def told_remote_settled(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str) -> bool | None:
     """What a client last told of the other end's settlement of its reported delivery on ``link``: the delivery
     report's ``remote_settled``, then each later ``delivery-update`` event of that delivery (same link and
     index) that says (peers/shims/README.md, "Events"); None when nothing said."""
-    if report is None:
-        return None
-    told = report.get("remote_settled")
-    index = report.get("index", 0)
-    for event in events:
-        if (event.get("event") == "delivery-update" and event.get("link") == link and event.get("index") == index
-                and event.get("remote_settled") is not None):
-            told = bool(event["remote_settled"])
-    return told
+    return _last_told(report, events, link, "remote_settled")
+
+
+def told_locally_settled(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str) -> bool | None:
+    """What a client last told of its own settlement of its reported delivery on ``link``, read as
+    :func:`told_remote_settled` reads the other end's (``locally_settled``); None when nothing said."""
+    return _last_told(report, events, link, "locally_settled")
+
+
+def second_settlement_disagreements(told_remote: dict[str, bool | None],
+                                    told_local: dict[str, bool | None]) -> list[str]:
+    """Where a client's API told it that the other end settled a delivery and the client had still not settled
+    its own end at the cell's end, one line each (per role, "sender" and "receiver": what the client last told,
+    :func:`told_remote_settled` and :func:`told_locally_settled`). In both unsettled orderings of 003 ("Delivery
+    guarantees") the end that settles second settles once it sees the first has: the sender once the receiver
+    settled (at least once), the receiver once the sender settled (exactly once); every shim's policy is that
+    one (peers/shims/README.md). A client that does not say (None either way) is not held."""
+    lines = []
+    for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
+        if told_remote.get(role) is True and told_local.get(role) is False:
+            lines.append(f"{client}: its API told that the broker settled the message, and the client had not "
+                         "settled it by the cell's end (003 \"Delivery guarantees\": the end that settles second "
+                         "settles once it sees the other has)")
+    return lines
+
+
+def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dict[str, Any]],
+                         claims: dict[str, bool]) -> list[str]:
+    """Where a client that claims ``link-opened`` (its API tells its caller when the broker's attach arrived, and
+    its shim names that notification in the attach reply's ``api``) was answered an attach by the broker on the
+    wire and yet answered its own attach command without its API telling it, one line each. ``attach_replies``:
+    per role, the shim's successful attach reply; ``claims``: per role, whether that client's profile claims it.
+    AMQP 1.0 2.6.3: the broker's attach establishes the link; an API that never says so leaves its caller
+    unable to tell an established link from one still waiting."""
+    lines = []
+    for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
+        reply = attach_replies.get(role)
+        if claims.get(role) and reply is not None and observed.get(f"{role}_attach") and reply.get("api") is None:
+            lines.append(f"{client}: the broker answered its attach on the wire, its API never told it the link "
+                         "opened (its attach reply names no notification; its profile claims link-opened)")
+    return lines
 
 
 def _wire_settled(observed: dict[str, Any]) -> dict[str, bool | None]:

@@ -449,7 +449,8 @@ def test_python_proton_shim_presettles_settles_second_detaches_and_reconnects(re
     shim = proton_shim
     assert shim.request("connect", 5, url=reference, container_id="interop-2", timeout_ms=3000)["ok"]
     assert attach(shim, "s2", "sender", "q2", snd="mixed", rcv="second") == \
-        {"id": 2, "ok": True, "remote_snd_settle_mode": "mixed", "remote_rcv_settle_mode": "second"}
+        {"id": 2, "ok": True, "remote_snd_settle_mode": "mixed", "remote_rcv_settle_mode": "second",
+         "api": "on_link_opened"}
     [presettled] = send(shim, "s2", "p1", settled=True)
     assert (presettled["remote_state"], presettled["locally_settled"]) == (None, True)
     assert presettled["api"] == "Sender.send(); Delivery.settle() before the transfer went out"

@@ -396,7 +396,10 @@ class ShimHandler(MessagingHandler):
         self.progress()
 
     def on_link_opened(self, event: Any) -> None:
-        """The peer's attach arrived: answers attach."""
+        """The peer's attach arrived: answers attach, naming this callback as what told it."""
+        state = getattr(event.link, "shim_state", None)
+        if state is not None:
+            state.opened_by = "on_link_opened"
         self.progress()
 
     def on_link_remote_detach(self, event: Any) -> None:

@@ -13,7 +13,8 @@ from proton import Connection, Endpoint
 from shim_records import Arrival, LinkState, Sent
 from shim_wire import RCV_MODES, SND_MODES, amqp_error, error, give_outcome, is_null_terminus, mode_name
 
-NULL_TERMINUS_GRACE_S = 1.0  # after an attach with a null terminus, how long the detach that refuses it may take
+NULL_TERMINUS_GRACE_S = 1.0  # after an attach with a null terminus, how long the detach that refuses it may take;
+# also how long an attach reply waits for on_link_opened once proton says the link is remote-active
 
 
 def ok(**fields: Any) -> dict[str, Any]:
@@ -63,7 +64,10 @@ class ConnectOp(Op):
 
 
 class AttachOp(Op):
-    """``attach``: answered when the peer's attach arrives; a null terminus waits a moment for its detach."""
+    """``attach``: answered when ``on_link_opened`` tells that the peer's attach arrived; a null terminus waits a
+    moment for its detach. Proton's link state may say REMOTE_ACTIVE before the callback comes (an event of the
+    same read dispatched first): the reply waits for the callback, or, should it never come, for the moment's
+    end (``grace_over``), and then says so (``api`` null)."""
 
     def __init__(self, command_id: Any, timeout_ms: int, state: LinkState) -> None:
         super().__init__(command_id, "attach", timeout_ms)
@@ -72,7 +76,8 @@ class AttachOp(Op):
         self.saw_null_terminus = False
 
     def check(self) -> dict[str, Any] | None:
-        """The peer's settle modes (``Link.remote_snd_settle_mode``/``remote_rcv_settle_mode``) once attached."""
+        """The peer's settle modes (``Link.remote_snd_settle_mode``/``remote_rcv_settle_mode``) once attached, and
+        ``api``: the callback that told the shim so (null when the reply came without one, from a timer)."""
         link = self.state.link
         if not link.state & Endpoint.REMOTE_ACTIVE:
             return None
@@ -80,8 +85,10 @@ class AttachOp(Op):
         if is_null_terminus(terminus) and not self.grace_over:
             self.saw_null_terminus = True
             return None
+        if self.state.opened_by is None and not self.grace_over:
+            return None
         return ok(remote_snd_settle_mode=mode_name(SND_MODES, link.remote_snd_settle_mode),
-                  remote_rcv_settle_mode=mode_name(RCV_MODES, link.remote_rcv_settle_mode))
+                  remote_rcv_settle_mode=mode_name(RCV_MODES, link.remote_rcv_settle_mode), api=self.state.opened_by)
 
     def expire(self) -> dict[str, Any]:
         """A timeout, or the attach as it stands when the peer attached with a null terminus and no detach."""

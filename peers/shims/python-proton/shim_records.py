@@ -20,6 +20,7 @@ class LinkState:
     ended: str | None = None  # why commands on it are refused now: "detached", "closed", "ended by the peer"
     remote_detached: bool = False  # the peer's detach arrived
     remote_closed: bool | None = None  # its closed flag
+    opened_by: str | None = None  # the callback that told the shim the peer's attach arrived (on_link_opened)
 
 
 @dataclass
