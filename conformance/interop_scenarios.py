@@ -43,10 +43,12 @@ CROSSING = Scenario(
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
         "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
         "provocation": ("none", "report-received"),  # asked of the broker's admin for the cell's node first
+        "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
+        # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
-              "provocation": "none"},
+              "provocation": "none", "drip_bytes": 0},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message

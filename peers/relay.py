@@ -23,6 +23,10 @@ Design:
   side, which is then closed too. A refused (or timed out) connection to the broker closes the client's
   socket at once. The broker's name is resolved on the loop at each accept (``getaddrinfo``, first address):
   instant for an address or ``localhost``; a name that needs DNS delays the loop by the lookup.
+- **Drip, on request**: with :attr:`FrameRelay.drip_bytes` N (taken by each connection when it is accepted), the
+  first N bytes of every chunk read from the broker reach the client one byte a write, :data:`DRIP_PAUSE_S`
+  apart, and the rest of the chunk in one write: the client's reads end inside frames (its header, its size),
+  as TCP may always make them end. The bytes are the same; only their timing changes. Off (0) by default.
 - **Capture never disturbs the relay**: when a direction stops splitting (TLS, garbage), its bytes still pass
   unchanged; that direction's decoding stops and :attr:`RelayedConnection.framing_error` says why.
   Captured frames have any SASL PLAIN password masked (:func:`.frames.redact_frame`), as every capture in the
@@ -46,6 +50,7 @@ from .frames import Frame, FrameSplitter, FramingError, redact_frame
 READ_SIZE = 256 * 1024
 LOOP_TICK = 0.5  # seconds: the longest the loop sleeps when nothing happens (connect deadlines are checked)
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DRIP_PAUSE_S = 0.001  # between two dripped bytes: the client has read the one before (epoll counts milliseconds)
 _IN_PROGRESS = {errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY}
 
 
@@ -188,14 +193,21 @@ class _Pipe:
         self.pending = bytearray()  # read, not yet written
         self.src_done = False  # end of stream (or reset) read from src: nothing more will be read
         self.finished = False  # dst's write side is shut (or dst is gone): this direction carries nothing more
+        self.drip_left = 0  # bytes of the pending chunk still to go one a write (FrameRelay.drip_bytes)
+        self.drip_at = 0.0  # the monotonic time the next dripped byte may go
+
+    def dripping(self, now: float) -> bool:
+        """Whether the next byte must wait for its moment (a dripped byte went less than the pause ago)."""
+        return self.drip_left > 0 and now < self.drip_at
 
 
 class _Link:
     """The loop's state of one relayed connection: its two sockets and two pipes."""
 
     def __init__(self, record: RelayedConnection, client: socket.socket, upstream: socket.socket,
-                 connect_deadline: float) -> None:
+                 connect_deadline: float, drip_bytes: int = 0) -> None:
         self.record = record
+        self.drip_bytes = drip_bytes
         self.socks: dict[str, socket.socket | None] = {"client": client, "broker": upstream}
         self.masks: dict[str, int] = {"client": 0, "broker": 0}
         self.pipes = {"client": _Pipe("out", "client", "broker"), "broker": _Pipe("in", "broker", "client")}
@@ -223,6 +235,7 @@ class FrameRelay:
 
     def __init__(self, upstream_host: str, upstream_port: int, label: str = "relay",
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+        self.drip_bytes = 0  # set between connections: see the module's "Drip"; each connection takes it at accept
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.label = label
@@ -321,13 +334,26 @@ class FrameRelay:
                         link, side = key.data
                         self._on_ready(link, side, events)
                 self._check_deadlines()
+                self._drip()
         finally:
             self._shutdown()
 
     def _next_timeout(self) -> float:
         now = time.monotonic()
         deadlines = [link.connect_deadline - now for link in self._links if link.connecting]
+        deadlines += [pipe.drip_at - now for link in self._links for pipe in link.pipes.values()
+                      if pipe.drip_left and pipe.pending]
         return max(0.0, min([LOOP_TICK, *deadlines]))
+
+    def _drip(self) -> None:
+        """Write the next dripped byte of each pipe whose pause is over."""
+        now = time.monotonic()
+        for link in list(self._links):
+            pipe = link.pipes["broker"]
+            if pipe.drip_left and pipe.pending and not pipe.dripping(now) and link.socks["client"] is not None:
+                self._flush(link, pipe)
+                self._maybe_close(link)
+                self._update(link)
 
     def _drain_wake(self) -> None:
         try:
@@ -364,7 +390,7 @@ class FrameRelay:
                 upstream.close()
             self._refuse(record, client, failure or "no address")
             return
-        link = _Link(record, client, upstream, time.monotonic() + self.connect_timeout)
+        link = _Link(record, client, upstream, time.monotonic() + self.connect_timeout, self.drip_bytes)
         self._links.append(link)
         self._update(link)
 
@@ -430,6 +456,8 @@ class FrameRelay:
             self._flush(link, pipe)
             return
         pipe.pending += data
+        if side == "broker" and link.drip_bytes:
+            pipe.drip_left = min(link.drip_bytes, len(data))
         self._flush(link, pipe)  # the bytes go on before they are decoded: capture adds no latency
         link.record.capture(pipe.direction, data, t_ns)
         link.record._touch()
@@ -443,14 +471,19 @@ class FrameRelay:
             return
         assert sock is not None
         while pipe.pending:
+            if pipe.dripping(time.monotonic()):
+                return  # the loop writes the next byte once the pause is over (_drip)
             try:
-                sent = sock.send(pipe.pending)
+                sent = sock.send(pipe.pending[:1] if pipe.drip_left else pipe.pending)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 self._lost(link, pipe.dst, f"{pipe.dst} reset the connection: {exc.strerror or exc}")
                 return
             del pipe.pending[:sent]
+            if pipe.drip_left and sent:
+                pipe.drip_left -= 1
+                pipe.drip_at = time.monotonic() + DRIP_PAUSE_S
             link.record._touch()
         if pipe.src_done:
             pipe.finished = True
@@ -513,7 +546,7 @@ class FrameRelay:
                 mask = 0
                 if not reading.src_done and not reading.pending:
                     mask |= selectors.EVENT_READ
-                if writing.pending and not writing.finished:
+                if writing.pending and not writing.finished and not writing.dripping(time.monotonic()):
                     mask |= selectors.EVENT_WRITE
             if mask == link.masks[side]:
                 continue

@@ -89,6 +89,14 @@ def read_to_end(sock: socket.socket) -> bytes:
     return bytes(out)
 
 
+def read_chunks(sock: socket.socket) -> list[bytes]:
+    """Every read of ``sock`` up to the end of stream, as the reads returned them."""
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return chunks
+
+
 def performatives(record: RelayedConnection, direction: str) -> list[str]:
     return [f.performative for f in record.frames if f.direction == direction]
 
@@ -166,6 +174,25 @@ def test_bytes_pass_unchanged_both_ways_in_random_chunks_and_frames_split_exactl
         assert [f.performative for f in frames[:3]] == ["amqp-header", "open", "transfer"]
         assert frames[2].payload_len == 1_000_000 and frames[-1].performative == "empty"
     assert record.framing_error is None and record.closed_by == "client"
+
+
+def test_drip_sends_the_first_bytes_of_each_broker_chunk_one_a_write_and_the_bytes_unchanged():
+    def one_chunk(conn: socket.socket, received: list[bytes]) -> None:
+        received.append(conn.recv(1))  # the client's go: then one write of 100 bytes
+        conn.sendall(bytes(range(100)))
+        conn.shutdown(socket.SHUT_WR)
+
+    reads: dict[int, list[bytes]] = {}
+    with upstream(one_chunk) as (port, _), FrameRelay("127.0.0.1", port, "drip") as relay:
+        for drip in (0, 8):
+            relay.drip_bytes = drip  # taken by the next connection
+            sock = connect(relay)
+            sock.sendall(b"g")
+            with sock:
+                reads[drip] = read_chunks(sock)
+    assert reads[0] == [bytes(range(100))], "without drip the chunk goes in one write"
+    assert b"".join(reads[8]) == bytes(range(100)), "dripped, the bytes are the same"
+    assert len(reads[8]) >= 2 and len(reads[8][0]) < 8, f"the client's first read ends inside the header: {reads[8]}"
 
 
 def test_random_bytes_of_any_chunking_pass_unchanged():
