@@ -1,10 +1,12 @@
-"""The client grid's cells for python-proton with itself, one test a row and broker, as mutmut runs them
-(scripts/client_mutation.py copies this file into its work directory as ``test_client_cells.py``).
+"""The client grid's cells for one client with itself, one test a row and broker, as a mutation tool runs them:
+mutmut for python-proton (scripts/client_mutation.py copies this file into its work directory as
+``test_client_cells.py``), Stryker for rhea (scripts/client_mutation_rhea.py, the same way), the client named by
+``AMQP_CLIENT_MUTATION_CLIENT`` (default python-proton).
 
-Each test runs the row's cells (``amqp-conformance interop --clients python-proton --pairs same``) against the
+Each test runs the row's cells (``amqp-conformance interop --clients CLIENT --pairs same``) against the
 embedded reference broker, or its router mode for the router rows, with both clients' shims running on the
-mutated copy of python-qpid-proton (``client_mutation_launch.py``), and fails when a cell FAILs or ERRORs: a
-row caught the mutant. A cell the client's profile makes UNSUPPORTED, or a NON-STRICT its profile declares,
+mutated copy of the library (:data:`LAUNCHERS`), and fails when a cell FAILs or ERRORs: a row caught the
+mutant. A cell the client's profile makes UNSUPPORTED, or a NON-STRICT its profile declares,
 passes, as in the grid. As in the grid, the shim processes serve cell after cell (one relay and one shim a role
 for each broker, for all the tests mutmut runs against one mutant), except while mutmut learns which test
 reaches which function: then each test starts its own, so that what a shim reaches is the test's.
@@ -26,22 +28,26 @@ from amqp_conformance.fixtures.profiles import load_profile
 from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
-CLIENT = "python-proton"
+CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
 BROKERS = {"reference": False, "reference-router": True}  # broker name -> router mode
 CAUGHT = ("FAIL", "ERROR")
 STEP_TIMEOUT_S = 3.0  # what a shim may take per step: a hung mutant costs this, a right client some 0.1 s
-HERE = Path(__file__).resolve().parent  # mutmut's mutants/ folder, which holds the mutated copy and the launcher
+HERE = Path(__file__).resolve().parent  # the tool's copy of the work directory: the mutated library, the launcher
+# how each client's shim starts on the mutated copy beside this file instead of the library it was built with
+LAUNCHERS = {
+    "python-proton": ("{python}", str(HERE / "client_mutation_launch.py"), str(HERE), "{home}"),
+    "rhea": ("node", "--require", str(HERE / "client_mutation_resolve.js"), "shim.js"),
+}
 
 
 def client_on_mutants() -> Client:
-    """python-proton's shim and profile, its shim started through the launcher on the mutated library."""
+    """The client's shim and profile, its shim started through its launcher on the mutated library."""
     spec = load_spec(SHIMS_ROOT / CLIENT)
-    run = ("{python}", str(HERE / "client_mutation_launch.py"), str(HERE), "{home}")
-    return Client(CLIENT, dataclasses.replace(spec, run=run), load_profile(CLIENT, CLIENT_PROFILES_DIR))
+    return Client(CLIENT, dataclasses.replace(spec, run=LAUNCHERS[CLIENT]), load_profile(CLIENT, CLIENT_PROFILES_DIR))
 
 
 def cells() -> list[tuple[str, Case]]:
-    """(broker, row) for every row that has a cell against that broker's profile, python-proton with itself."""
+    """(broker, row) for every row that has a cell against that broker's profile, the client with itself."""
     client = {CLIENT: client_on_mutants()}
     found = []
     for broker in BROKERS:
@@ -58,7 +64,7 @@ class Grid:
     broker: RunningBroker
     relay: FrameRelay
     pool: ShimPool
-    client: Client  # python-proton on the mutated library (:func:`client_on_mutants`)
+    client: Client  # the client on the mutated library (:func:`client_on_mutants`)
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +98,7 @@ def grids(tmp_path_factory) -> Iterator:
 
 @pytest.mark.parametrize(("broker", "case"), [pytest.param(b, c, id=f"{c.id}@{b}") for b, c in cells()])
 def test_cell(broker: str, case: Case, grids) -> None:
-    """The row's cells against ``broker`` with python-proton on both sides: none FAILs or ERRORs."""
+    """The row's cells against ``broker`` with the client on both sides: none FAILs or ERRORs."""
     caught, ran = [], 0
     with ExitStack() as test:
         on = grids(broker, test, fresh=os.environ.get("MUTANT_UNDER_TEST") == "stats")

@@ -40,6 +40,7 @@ import sys
 import time
 import tomllib
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -216,16 +217,24 @@ def pass_of(killed_by: str) -> str:
     return killed_by.rpartition(" against ")[2] if " against " in killed_by else ""
 
 
-def load_triage(directory: Path = TRIAGE_DIR) -> dict[str, dict[str, str]]:
+def mutmut_module_of(name: str) -> str:
+    """The module of a mutmut mutant name (:func:`module_of`); '' when ``name`` is not one."""
+    return module_of(name) if "__mutmut_" in name else ""
+
+
+def load_triage(directory: Path = TRIAGE_DIR,
+                module_of_name: Callable[[str], str] = mutmut_module_of) -> dict[str, dict[str, str]]:
     """The triaged survivors by mutant name, from every ``<module>.toml`` of ``directory``; raises
-    :class:`TriageError` naming a malformed entry (or one filed under another module's file)."""
+    :class:`TriageError` naming a malformed entry (or one filed under another module's file). ``module_of_name``:
+    the module a mutant name is of, '' for a name the mutation tool does not make (mutmut's by default)."""
     triage: dict[str, dict[str, str]] = {}
     for path in sorted(directory.glob("*.toml")):
-        triage.update(_load_triage_file(path, triage))
+        triage.update(_load_triage_file(path, triage, module_of_name))
     return triage
 
 
-def _load_triage_file(path: Path, seen: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+def _load_triage_file(path: Path, seen: dict[str, dict[str, str]],
+                      module_of_name: Callable[[str], str]) -> dict[str, dict[str, str]]:
     try:
         entries = tomllib.loads(path.read_text(encoding="utf-8")).get("mutant", [])
     except tomllib.TOMLDecodeError as exc:
@@ -245,11 +254,11 @@ def _load_triage_file(path: Path, seen: dict[str, dict[str, str]]) -> dict[str, 
         if entry["category"] == "source-silent" and not SOURCE_CITATION.search(entry["reason"]):
             raise TriageError(f"{where} ({entry['name']}): a source-silent reason must cite the source that leaves "
                               f"the behaviour open (a section such as 2.8.14, a seed such as 000, or 'no source')")
-        if "__mutmut_" not in entry["name"] or not module_of(entry["name"]):
-            raise TriageError(f"{where}: {entry['name']!r} is not a mutmut mutant name")
-        if module_of(entry["name"]) != path.stem:
-            raise TriageError(f"{where}: {entry['name']} is a mutant of {module_of(entry['name'])}.py, "
-                              f"filed in {path.name}")
+        module = module_of_name(entry["name"])
+        if not module:
+            raise TriageError(f"{where}: {entry['name']!r} is not a mutant name of this mutation tool")
+        if module != path.stem:
+            raise TriageError(f"{where}: {entry['name']} is a mutant of {module}, filed in {path.name}")
         if entry["name"] in triage or entry["name"] in seen:
             raise TriageError(f"{where}: {entry['name']} is triaged twice")
         triage[entry["name"]] = entry

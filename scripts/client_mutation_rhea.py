@@ -1,0 +1,265 @@
+"""Automated mutation testing of a second client library: Stryker mutates rhea (a whole AMQP 1.0 stack in
+JavaScript), the grid judges.
+
+One command, from a fresh clone (Node 20+ and npm; Stryker comes from npm into the work directory)::
+
+    python scripts/client_mutation_rhea.py [--file session.js ...] [--concurrency N] [--out DIR] [--workdir DIR]
+
+``scripts/client_mutation.py`` measures the grid's power on python-qpid-proton's Python layer, over a protocol
+engine written in C that mutmut cannot reach. rhea is another implementation altogether: its own frame codec,
+connection, session and link state machines, all JavaScript. Every mutant Stryker makes of the files given
+(:data:`DEFAULT_FILES`: the session, which carries transfers, dispositions and flow, and the link, which carries
+credit and settlement), on the lines the grid's cells run at all, runs under the rhea shim on both sides of the
+embedded reference broker (and of its router mode for the router rows). A mutant is **killed** when a cell FAILs
+or ERRORs against it (or its run times out or crashes) and **survives** when every cell passes. Lines no cell
+runs are not mutated (found with V8's coverage of one run of the cells on the unmutated copy) and are counted
+apart, as ``client_mutation.py`` counts mutmut's unreached mutants. The survivors are triaged as the others are
+(``docs/mutation-triage/clients/rhea/<file stem>.toml``), with the same report, score and exit status.
+
+How: the work directory holds a copy of the pinned rhea (``rhea/``), beside the grid's cells
+(``client_mutation_cells.py``) and a preload (``client_mutation_resolve.js``) that serves ``require('rhea')`` from
+that copy to the rhea shim. Stryker copies the directory into a sandbox, builds every mutant into the copy
+(mutation switching) and runs the cells once a mutant with ``__STRYKER_ACTIVE_MUTANT__`` set; the shim processes
+inherit it, so only the client runs mutated: the harness, the broker and the interposer are Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from mutation import (
+    REPO,
+    TRIAGE_DIR,
+    MutantResult,
+    TriageError,
+    load_triage,
+    read_kills,
+    report,
+)
+
+CLIENT = "rhea"
+STRYKER = "9.5.1"  # the last @stryker-mutator/core for Node 20 (Stryker 10 needs Node 22)
+FILES = ("session.js", "link.js", "connection.js", "transport.js", "frames.js", "types.js", "message.js")
+DEFAULT_FILES = ("session.js", "link.js")
+HELPERS = {"client_mutation_cells.py": "test_client_cells.py",
+           "client_mutation_resolve.js": "client_mutation_resolve.js", "mutation_kills.py": "mutation_kills.py"}
+TRIAGE = TRIAGE_DIR / "clients" / CLIENT
+# Stryker's statuses as scripts/mutation.py's report counts them (its KILLED_STATUSES: killed, timeout, ...)
+STATUSES = {"Killed": "killed", "Timeout": "timeout", "RuntimeError": "suspicious", "Survived": "survived",
+            "NoCoverage": "no tests", "CompileError": "compile error", "Ignored": "ignored"}
+
+
+def rhea_version() -> str:
+    """The rhea version the shim pins (peers/shims/rhea/package.json)."""
+    from amqp_conformance.peers.shimrun import SHIMS_ROOT
+
+    return json.loads((SHIMS_ROOT / CLIENT / "package.json").read_text(encoding="utf-8"))["dependencies"]["rhea"]
+
+
+def mutant_name(file: str, mutant: dict) -> str:
+    """A mutant's stable name: file, line and column of what it changes, Stryker's mutator and the replacement
+    (``link.js:120:9 ConditionalExpression -> false``); one file's names are unique."""
+    start = mutant["location"]["start"]
+    replacement = " ".join(str(mutant.get("replacement", "")).split())[:60]
+    return f"{file}:{start['line']}:{start['column']} {mutant['mutatorName']} -> {replacement}"
+
+
+def module_of_name(name: str) -> str:
+    """The file stem a Stryker mutant name is of (``link.js:120:9 ...`` -> ``link``); '' when it is not one."""
+    head = name.split(" ", 1)[0]
+    file = head.split(":", 1)[0]
+    return file[:-3] if file.endswith(".js") and head.count(":") == 2 else ""
+
+
+def covered_lines(coverage_dir: Path, source: Path) -> set[int]:
+    """The 1-based lines of ``source`` that some process reported running (V8 block coverage written with
+    ``NODE_V8_COVERAGE``): a line counts when a character of it not blank lies in a range run at least once,
+    inner ranges overriding the ranges around them, as V8 nests them."""
+    text = source.read_text(encoding="utf-8")
+    counts = [0] * len(text)
+    url = source.resolve().as_uri()
+    for path in coverage_dir.glob("*.json"):
+        for script in json.loads(path.read_text(encoding="utf-8")).get("result", []):
+            if script.get("url") != url:
+                continue
+            runs = [0] * len(text)
+            for function in script["functions"]:
+                for block in function["ranges"]:  # outer first: an inner range overrides its part
+                    for at in range(block["startOffset"], min(block["endOffset"], len(text))):
+                        runs[at] = block["count"]
+            counts = [a + b for a, b in zip(counts, runs, strict=True)]
+    lines, line = set(), 1
+    for at, char in enumerate(text):
+        if char == "\n":
+            line += 1
+        elif counts[at] and not char.isspace():
+            lines.add(line)
+    return lines
+
+
+def line_ranges(lines: set[int]) -> list[tuple[int, int]]:
+    """``lines`` as inclusive runs of consecutive numbers, in order."""
+    runs: list[tuple[int, int]] = []
+    for line in sorted(lines):
+        if runs and runs[-1][1] == line - 1:
+            runs[-1] = (runs[-1][0], line)
+        else:
+            runs.append((line, line))
+    return runs
+
+
+def cells_command(workdir: Path) -> list[str]:
+    """The test command: every cell of the grid, the client with itself, stopping at the first that fails."""
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_kills",
+            "--import-mode=importlib", "test_client_cells.py"]
+
+
+def cells_env(workdir: Path, kills: Path) -> dict[str, str]:
+    """The environment the cells run in (also under Stryker, which passes its own on to them)."""
+    return {**os.environ, "AMQP_CLIENT_MUTATION_CLIENT": CLIENT, "AMQP_CLIENT_MUTATION_SHIMS": str(workdir / "shims"),
+            "AMQP_MUTATION_KILLS": str(kills)}
+
+
+def build_workdir(workdir: Path, files: list[str], kills: Path, concurrency: int) -> dict[str, set[int]]:
+    """Lay out ``workdir`` (Stryker and the pinned rhea from npm, the copy to mutate, the cells, the preload and
+    the rhea shim built into ``shims/``), run the cells once on the unmutated copy with V8 coverage on, and write
+    Stryker's configuration mutating the covered lines of ``files``; returns each file's covered lines."""
+    from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
+
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    (workdir / "package.json").write_text(json.dumps({
+        "name": "amqp-conformance-rhea-mutation", "private": True,
+        "dependencies": {"rhea": rhea_version()}, "devDependencies": {"@stryker-mutator/core": STRYKER},
+    }, indent=1) + "\n", encoding="utf-8")
+    print(f"npm install (rhea {rhea_version()}, Stryker {STRYKER}) ...", flush=True)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=workdir, check=True)
+    shutil.copytree(workdir / "node_modules" / "rhea", workdir / "rhea")
+    for source, target in HELPERS.items():
+        shutil.copy2(Path(__file__).resolve().parent / source, workdir / target)
+    ensure_built(load_spec(SHIMS_ROOT / CLIENT), workdir / "shims", progress=print)
+    coverage = workdir / "coverage"
+    print("the cells once, on the unmutated copy, with V8 coverage ...", flush=True)
+    started = time.monotonic()
+    run = subprocess.run(cells_command(workdir), cwd=workdir, env={**cells_env(workdir, kills),
+                                                                  "NODE_V8_COVERAGE": str(coverage)})
+    if run.returncode != 0:
+        raise SystemExit(f"client mutation: the cells fail on the unmutated rhea (exit {run.returncode}); fix that "
+                         "first (amqp-conformance interop --clients rhea --pairs same)")
+    print(f"cells: {time.monotonic() - started:.1f} s")
+    covered = {file: covered_lines(coverage, workdir / "rhea" / "lib" / file) for file in files}
+    mutate = [f"rhea/lib/{file}:{start}-{end}" for file in files for start, end in line_ranges(covered[file])]
+    config = {
+        "$schema": "./node_modules/@stryker-mutator/core/schema/stryker-schema.json",
+        "testRunner": "command", "commandRunner": {"command": " ".join(cells_command(workdir))},
+        "coverageAnalysis": "off", "concurrency": concurrency, "mutate": mutate,
+        "reporters": ["json", "progress-append-only"], "jsonReporter": {"fileName": "reports/mutation.json"},
+        "ignorePatterns": ["shims", "coverage", "reports", "node_modules/.cache"],
+        "timeoutMS": 20000, "timeoutFactor": 2, "cleanTempDir": "always",
+    }
+    (workdir / "stryker.config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    (workdir / "covered.json").write_text(json.dumps({f: sorted(v) for f, v in covered.items()}) + "\n",
+                                          encoding="utf-8")
+    return covered
+
+
+def read_results(workdir: Path, files: list[str], kills: Path,
+                 triage: dict[str, dict[str, str]]) -> list[MutantResult]:
+    """Stryker's JSON report as :class:`MutantResult` rows (the first failing cell of each from ``kills``), with
+    each survivor's one-line diff."""
+    data = json.loads((workdir / "reports" / "mutation.json").read_text(encoding="utf-8"))
+    first_kill = read_kills(kills)
+    results = []
+    for path, entry in sorted(data["files"].items()):
+        file = Path(path).name
+        if file not in files:
+            continue
+        source = entry["source"].splitlines()
+        for mutant in entry["mutants"]:
+            name = mutant_name(file, mutant)
+            result = MutantResult(name, module_of_name(name), STATUSES.get(mutant["status"], mutant["status"]),
+                                  first_kill.get(str(mutant["id"])), triage.get(name))
+            if not result.killed:
+                result.diff = one_line_diff(source, mutant)
+            results.append(result)
+    return results
+
+
+def one_line_diff(source: list[str], mutant: dict) -> str:
+    """The mutant as a diff of the lines it changes (the replacement spliced into the first, the rest dropped)."""
+    start, end = mutant["location"]["start"], mutant["location"]["end"]
+    before = source[start["line"] - 1:end["line"]]
+    after = before[0][:start["column"] - 1] + str(mutant.get("replacement", "")) + before[-1][end["column"] - 1:]
+    return "\n".join([f"-{line}" for line in before] + [f"+{line}" for line in after.splitlines() or [""]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run Stryker over rhea under the grid's cells and print the figures; exit 1 when a survivor is untriaged
+    or the score is below the target, 2 for a malformed triage file or a ``--report-only`` with no run kept."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--file", action="append", choices=FILES,
+                        help=f"mutate this file of rhea/lib (repeatable; default: {', '.join(DEFAULT_FILES)})")
+    parser.add_argument("--concurrency", type=int, default=2, help="mutants run at once")
+    parser.add_argument("--out", type=Path, default=REPO / "mutation-results" / "clients" / CLIENT,
+                        help="where the results go")
+    parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / CLIENT,
+                        help="Stryker's work directory")
+    parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    args = parser.parse_args(argv)
+    if not shutil.which("node") or not shutil.which("npm"):
+        print("client mutation: node and npm are needed (Node 20 or later): install them from your package "
+              "manager", file=sys.stderr)
+        return 2
+    try:
+        triage = load_triage(TRIAGE, module_of_name) if TRIAGE.is_dir() else {}
+    except TriageError as exc:
+        print(f"client mutation: {exc}", file=sys.stderr)
+        return 2
+    files = args.file or list(DEFAULT_FILES)
+    args.out.mkdir(parents=True, exist_ok=True)
+    kills = args.out / "kills.jsonl"
+    started = time.monotonic()
+    if args.report_only:
+        if not (args.workdir / "reports" / "mutation.json").is_file():
+            print(f"client mutation: no run kept in {args.workdir}; run without --report-only first", file=sys.stderr)
+            return 2
+        covered = {f: set(v) for f, v in
+                   json.loads((args.workdir / "covered.json").read_text(encoding="utf-8")).items()}
+    else:
+        kills.unlink(missing_ok=True)
+        print(f"== client mutation: Stryker over rhea's {', '.join(files)}; the grid's cells, {CLIENT} with "
+              "itself, against reference and reference-router", flush=True)
+        covered = build_workdir(args.workdir.resolve(), files, kills.resolve(), args.concurrency)
+        run = subprocess.run(["npx", "stryker", "run"], cwd=args.workdir,
+                             env=cells_env(args.workdir.resolve(), kills.resolve()))
+        if run.returncode != 0:
+            print(f"client mutation: Stryker stopped (exit {run.returncode}); see its output above", file=sys.stderr)
+            return 2
+    results = read_results(args.workdir, files, kills, triage)
+    missing = [f for f in files if not any(r.module == f[:-3] for r in results)]
+    if missing:
+        print(f"client mutation: the last run kept in {args.workdir} did not mutate {', '.join(missing)}; run it "
+              "with those files", file=sys.stderr)
+        return 2
+    lines = defaultdict(int)
+    for file in files:
+        lines[file] = len(covered.get(file, ()))
+    print("\nlines the cells run (the only ones mutated): "
+          + ", ".join(f"{f} {lines[f]} of {len((args.workdir / 'rhea' / 'lib' / f).read_text().splitlines())}"
+                      for f in files))
+    return report(results, triage, time.monotonic() - started, args.out, args.target)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
