@@ -119,6 +119,20 @@ def client_closed(frames: list[Frame]) -> bool:
     return any(f.direction == "out" and f.performative == "close" for f in frames)
 
 
+# the terminus a client's own attach must carry for its link to move messages at all (AMQP 1.0 2.7.3: "a link
+# with no source will never produce outgoing messages", "a link with no target will never permit incoming
+# messages"): the sender's source, the receiver's target
+OWN_TERMINUS = {"sender": "source", "receiver": "target"}
+
+
+def client_terminus(frames: list[Frame], client_role: str) -> bool | None:
+    """Whether the client's own attach of ``client_role`` carries the terminus its link needs
+    (:data:`OWN_TERMINUS`); None when it sent no such attach."""
+    ours = next((f for f in frames if f.direction == "out" and f.performative == "attach"
+                 and f.fields.get("role") == client_role), None)
+    return None if ours is None else ours.fields.get(OWN_TERMINUS[client_role]) is not None
+
+
 def _settled_at(dispositions: list[Frame]) -> int | None:
     return next((f.t_ns for f in dispositions if f.fields.get("settled")), None)
 
@@ -163,6 +177,8 @@ def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
         "client_errors": [{"connection": "sender", **e} for e in sent.client_errors]
                          + [{"connection": "receiver", **e} for e in got.client_errors],
         "client_closed": {"sender": client_closed(sending), "receiver": client_closed(receiving)},
+        "client_terminus": {"sender": client_terminus(sending, "sender"),
+                            "receiver": client_terminus(receiving, "receiver")},
     }
 
 
@@ -304,18 +320,53 @@ def second_settlement_disagreements(told_remote: dict[str, bool | None],
     return lines
 
 
+def body_disagreements(sent: list[str], receive_reply: dict[str, Any] | None) -> list[str]:
+    """Where the receiving client's API gave other message bodies than the sending client sent, in another
+    order, or other messages: one line (a successful receive reply only; a failed one is judged by the row).
+    The messages of one link arrive in the order sent (AMQP 1.0 2.6, 2.6.12), each with the body it was sent
+    with (3.2)."""
+    if not receive_reply or not receive_reply.get("ok"):
+        return []
+    got = [d.get("body") for d in receive_reply.get("deliveries") or []]
+    if got == sent:
+        return []
+
+    def shown(bodies: list[Any]) -> list[Any]:
+        return [b if not isinstance(b, str) or len(b) <= 12 else f"{b[:8]}... ({len(b)} chars)" for b in bodies]
+
+    return [f"receiving client: its API gave the bodies {shown(got)}, the sending client sent {shown(sent)}"]
+
+
+# what a shim's attach reply reports of the broker's attach, the wire's field, and its value when the broker's
+# attach leaves it out (AMQP 1.0 2.7.3: snd-settle-mode defaults to mixed, rcv-settle-mode to first)
+REPORTED_ATTACH_FIELDS = (("remote_snd_settle_mode", "snd-settle-mode", "mixed"),
+                          ("remote_rcv_settle_mode", "rcv-settle-mode", "first"))
+
+
 def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dict[str, Any]],
                          claims: dict[str, bool]) -> list[str]:
-    """Where a client that claims ``link-opened`` (its API tells its caller when the broker's attach arrived, and
-    its shim names that notification in the attach reply's ``api``) was answered an attach by the broker on the
-    wire and yet answered its own attach command without its API telling it, one line each. ``attach_replies``:
-    per role, the shim's successful attach reply; ``claims``: per role, whether that client's profile claims it.
-    AMQP 1.0 2.6.3: the broker's attach establishes the link; an API that never says so leaves its caller
-    unable to tell an established link from one still waiting."""
+    """Where a client's attach reply contradicts the broker's attach on the wire, one line each.
+    ``attach_replies``: per role, the shim's successful attach reply; ``claims``: per role, whether that client's
+    profile claims ``link-opened``.
+
+    - Every settle mode a reply reports of the broker's attach (not null) must be the one the broker's attach
+      carries (:data:`REPORTED_ATTACH_FIELDS`).
+    - A client that claims ``link-opened`` (its API tells its caller when the broker's attach arrived, and its
+      shim names that notification in the reply's ``api``) must name one when the broker answered its attach:
+      AMQP 1.0 2.6.3, the broker's attach establishes the link, and an API that never says so leaves its caller
+      unable to tell an established link from one still waiting."""
     lines = []
     for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
-        reply = attach_replies.get(role)
-        if claims.get(role) and reply is not None and observed.get(f"{role}_attach") and reply.get("api") is None:
+        reply, wire = attach_replies.get(role), observed.get(f"{role}_attach")
+        if reply is None or not wire:
+            continue
+        for reported, field, default in REPORTED_ATTACH_FIELDS:
+            told = reply.get(reported)
+            actual = wire.get(field) if wire.get(field) is not None else default
+            if told is not None and told != actual:
+                lines.append(f"{client}: its API reported the broker's {field} {told!r}, the broker's attach says "
+                             f"{actual!r}")
+        if claims.get(role) and reply.get("api") is None:
             lines.append(f"{client}: the broker answered its attach on the wire, its API never told it the link "
                          "opened (its attach reply names no notification; its profile claims link-opened)")
     return lines

@@ -65,6 +65,8 @@ CROSSING = Scenario(
         "client_errors",  # the clients' own error conditions (detach, end, close), by connection: a client that
         # ends its link, session or connection with an error over something a row does is at fault
         "client_closed",  # whether each client wrote its close on its connection (2.4.3), by connection
+        "client_terminus",  # whether each client's own attach carries the terminus its link needs (2.7.3): the
+        # sending client's a source, the receiving client's a target
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
     ),

@@ -94,9 +94,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         def send() -> None:
             try:
                 run.send_reply = ask("sender", sender, "send", link=LINKS["sender"],
-                                     messages=[{"body": f"m{n}" + "x" * given["body_bytes"],
-                                                "settled": given["presettled"]}
-                                               for n in range(1, given["messages"] + 1)])
+                                     messages=[{"body": body, "settled": given["presettled"]}
+                                               for body in sent_bodies(given)])
             except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
                 failure.append(exc)
 
@@ -124,6 +123,11 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
 def _error_text(error: dict[str, Any]) -> str:
     parts = [str(error.get(k)) for k in ("kind", "scope", "condition", "description") if error.get(k)]
     return " ".join(parts) or "no reason given"
+
+
+def sent_bodies(given: dict[str, Any]) -> list[str]:
+    """The bodies the sending client sends, in order: ``m1``, ``m2``, ... each followed by ``body_bytes`` x's."""
+    return [f"m{n}" + "x" * given["body_bytes"] for n in range(1, given["messages"] + 1)]
 
 
 def first_delivery(reply: dict[str, Any] | None) -> dict[str, Any] | None:

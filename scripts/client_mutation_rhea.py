@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from mutation import (
+    KILLED_STATUSES,
     REPO,
     TRIAGE_DIR,
     MutantResult,
@@ -64,19 +66,24 @@ def rhea_version() -> str:
     return json.loads((SHIMS_ROOT / CLIENT / "package.json").read_text(encoding="utf-8"))["dependencies"]["rhea"]
 
 
+NAME = re.compile(r"^([\w.-]+)\.js:\d+:\d+-\d+:\d+ \w+ -> ")
+
+
 def mutant_name(file: str, mutant: dict) -> str:
-    """A mutant's stable name: file, line and column of what it changes, Stryker's mutator and the replacement
-    (``link.js:120:9 ConditionalExpression -> false``); one file's names are unique."""
-    start = mutant["location"]["start"]
+    """A mutant's stable name: file, the span of what it changes (start and end line:column), Stryker's mutator
+    and the replacement (``link.js:120:9-120:14 ConditionalExpression -> false``); unique within a file (two
+    mutants of one mutator may start at one place: ``a && b`` and ``a``)."""
+    start, end = mutant["location"]["start"], mutant["location"]["end"]
     replacement = " ".join(str(mutant.get("replacement", "")).split())[:60]
-    return f"{file}:{start['line']}:{start['column']} {mutant['mutatorName']} -> {replacement}"
+    return (f"{file}:{start['line']}:{start['column']}-{end['line']}:{end['column']} {mutant['mutatorName']} -> "
+            f"{replacement}")
 
 
 def module_of_name(name: str) -> str:
-    """The file stem a Stryker mutant name is of (``link.js:120:9 ...`` -> ``link``); '' when it is not one."""
-    head = name.split(" ", 1)[0]
-    file = head.split(":", 1)[0]
-    return file[:-3] if file.endswith(".js") and head.count(":") == 2 else ""
+    """The file stem a Stryker mutant name is of (``link.js:120:9-120:14 ...`` -> ``link``); '' when it is not
+    one."""
+    found = NAME.match(name)
+    return found.group(1) if found else ""
 
 
 def covered_lines(coverage_dir: Path, source: Path) -> set[int]:
@@ -202,6 +209,56 @@ def one_line_diff(source: list[str], mutant: dict) -> str:
     return "\n".join([f"-{line}" for line in before] + [f"+{line}" for line in after.splitlines() or [""]])
 
 
+def mutate_span(name: str) -> str:
+    """Stryker's ``mutate`` range for the place of a mutant name (``FILE:line:col-line:col``): Stryker reads a
+    range's columns from 0 and reports a mutant's from 1, so the start is moved back one column."""
+    file, start_line, start_col, end = re.match(r"^([^:]+):(\d+):(\d+)-(\S+) ", name).groups()
+    return f"{file}:{start_line}:{int(start_col) - 1}-{end}"
+
+
+def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, str]) -> int:
+    """Run Stryker again on the places of the last run's survivors only (after a change to the grid), and fold
+    what it finds into the last run's report: a survivor now killed becomes killed there, its first failing cell
+    appended to ``kills`` under its id in that report. Mutants of other places that Stryker makes inside those
+    places run too, and are left as the last run found them. Returns Stryker's exit status."""
+    report = workdir / "reports" / "mutation.json"
+    base = json.loads(report.read_text(encoding="utf-8"))
+    survivors = {}
+    for path, entry in base["files"].items():
+        if Path(path).name in files:
+            for mutant in entry["mutants"]:
+                if STATUSES.get(mutant["status"], mutant["status"]) not in KILLED_STATUSES:
+                    survivors[mutant_name(Path(path).name, mutant)] = mutant
+    print(f"== client mutation: {len(survivors)} survivors of the last run, against the grid as it is now", flush=True)
+    spans = sorted({mutate_span(name) for name in survivors})
+    config = json.loads((workdir / "stryker.config.json").read_text(encoding="utf-8"))
+    config.update(mutate=[f"rhea/lib/{span}" for span in spans],
+                  jsonReporter={"fileName": "reports/mutation-survivors.json"})
+    (workdir / "stryker.survivors.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    again_kills = kills.with_name("kills-survivors.jsonl")
+    again_kills.unlink(missing_ok=True)
+    run = subprocess.run(["npx", "stryker", "run", "stryker.survivors.json"], cwd=workdir,
+                         env={**env, "AMQP_MUTATION_KILLS": str(again_kills)})
+    if run.returncode != 0:
+        return run.returncode
+    again = json.loads((workdir / "reports" / "mutation-survivors.json").read_text(encoding="utf-8"))
+    first_kill = read_kills(again_kills)
+    now_killed = 0
+    with kills.open("a", encoding="utf-8") as out:
+        for path, entry in again["files"].items():
+            for mutant in entry["mutants"]:
+                before = survivors.get(mutant_name(Path(path).name, mutant))
+                if before is not None and STATUSES.get(mutant["status"]) in KILLED_STATUSES:
+                    before["status"] = mutant["status"]
+                    now_killed += 1
+                    if str(mutant["id"]) in first_kill:
+                        out.write(json.dumps({"mutant": str(before["id"]), "case": first_kill[str(mutant["id"])],
+                                              "against": ""}) + "\n")
+    report.write_text(json.dumps(base) + "\n", encoding="utf-8")
+    print(f"killed now: {now_killed} of the {len(survivors)} survivors")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run Stryker over rhea under the grid's cells and print the figures; exit 1 when a survivor is untriaged
     or the score is below the target, 2 for a malformed triage file or a ``--report-only`` with no run kept."""
@@ -214,8 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / CLIENT,
                         help="Stryker's work directory")
     parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
-    parser.add_argument("--report-only", action="store_true",
-                        help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--report-only", action="store_true",
+                       help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    again.add_argument("--survivors", action="store_true",
+                       help="run again only the places of the last run's survivors, against the rows and harness as "
+                            "they are now (after a change to them); its kills stand")
     args = parser.parse_args(argv)
     if not shutil.which("node") or not shutil.which("npm"):
         print("client mutation: node and npm are needed (Node 20 or later): install them from your package "
@@ -230,12 +291,24 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     kills = args.out / "kills.jsonl"
     started = time.monotonic()
-    if args.report_only:
+    if args.report_only or args.survivors:
         if not (args.workdir / "reports" / "mutation.json").is_file():
-            print(f"client mutation: no run kept in {args.workdir}; run without --report-only first", file=sys.stderr)
+            print(f"client mutation: no run kept in {args.workdir}; run without --report-only or --survivors first",
+                  file=sys.stderr)
             return 2
         covered = {f: set(v) for f, v in
                    json.loads((args.workdir / "covered.json").read_text(encoding="utf-8")).items()}
+        if args.survivors:
+            from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
+
+            ensure_built(load_spec(SHIMS_ROOT / CLIENT), args.workdir.resolve() / "shims", progress=print)
+            shutil.copy2(Path(__file__).resolve().parent / "client_mutation_cells.py",
+                         args.workdir / "test_client_cells.py")
+            status = run_survivors(args.workdir.resolve(), files, kills.resolve(),
+                                   cells_env(args.workdir.resolve(), kills.resolve()))
+            if status != 0:
+                print(f"client mutation: Stryker stopped (exit {status}); see its output above", file=sys.stderr)
+                return 2
     else:
         kills.unlink(missing_ok=True)
         print(f"== client mutation: Stryker over rhea's {', '.join(files)}; the grid's cells, {CLIENT} with "

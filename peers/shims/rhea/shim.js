@@ -397,9 +397,9 @@ async function cmdAttach(cmd) {
       opened: () => {
         // A refusing peer answers the attach with a null terminus and detaches at once; wait for
         // that detach (it usually comes in the same read) rather than report the link open.
-        const remote = link.remote.attach || {};
-        // rhea keeps a null terminus as its typed null (types.unwrap gives null for it)
-        const terminus = rhea.types.unwrap(cmd.role === 'sender' ? remote.target : remote.source);
+        // rhea keeps a null terminus as its typed null (types.unwrap gives null for it); link.target and
+        // link.source are its documented accessors for the broker's attach
+        const terminus = rhea.types.unwrap(cmd.role === 'sender' ? link.target : link.source);
         if (terminus === undefined || terminus === null) {
           diag('remote attach of ' + cmd.link + ' has a null ' + (cmd.role === 'sender' ? 'target' : 'source') + '; waiting for its detach');
           // no detach within a second: report the open rhea raised
@@ -416,10 +416,12 @@ async function cmdAttach(cmd) {
     cyc.links.delete(cmd.link);
     throw e;
   });
-  const ra = link.remote.attach || {};
+  // the broker's attach as rhea's documented link accessors give it (link.snd_settle_mode, link.rcv_settle_mode)
+  const remoteSnd = link.snd_settle_mode;
+  const remoteRcv = link.rcv_settle_mode;
   return {
-    remote_snd_settle_mode: ra.snd_settle_mode === undefined || ra.snd_settle_mode === null ? null : nullable(SND_SETTLE_NAME[ra.snd_settle_mode]),
-    remote_rcv_settle_mode: ra.rcv_settle_mode === undefined || ra.rcv_settle_mode === null ? null : nullable(RCV_SETTLE_NAME[ra.rcv_settle_mode]),
+    remote_snd_settle_mode: remoteSnd === undefined || remoteSnd === null ? null : nullable(SND_SETTLE_NAME[remoteSnd]),
+    remote_rcv_settle_mode: remoteRcv === undefined || remoteRcv === null ? null : nullable(RCV_SETTLE_NAME[remoteRcv]),
   };
 }
 
