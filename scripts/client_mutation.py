@@ -39,10 +39,10 @@ from pathlib import Path
 
 from mutation import (
     KILLED_STATUSES,
-    REPO,
     TRIAGE_DIR,
     MutantResult,
     TriageError,
+    add_client_run_arguments,
     diff_of,
     load_triage,
     module_of,
@@ -114,18 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                              + (f"; {', '.join(UNTRIAGED_MODULES)} when asked for, their survivors not triaged yet)"
                                 if UNTRIAGED_MODULES else ")"))
     parser.add_argument("--max-children", type=int, default=2, help="mutants run at once")
-    parser.add_argument("--out", type=Path, default=REPO / "mutation-results" / "clients" / CLIENT,
-                        help="where the results go")
-    parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / CLIENT,
-                        help="mutmut's work directory")
-    parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
-    again = parser.add_mutually_exclusive_group()
-    again.add_argument("--report-only", action="store_true",
-                       help="no run: report the last run kept in --workdir and --out (after a triage edit)")
-    again.add_argument("--survivors", action="store_true",
-                       help="run again only the mutants the last run kept in --workdir left alive (survivors and "
-                            "unreached), against the rows and harness as they are now (after a change to them); its "
-                            "kills stand")
+    add_client_run_arguments(parser, CLIENT, "mutmut", "the mutants the last run kept in --workdir left alive "
+                             "(survivors and unreached)")
     args = parser.parse_args(argv)
     try:
         triage = load_triage(TRIAGE)

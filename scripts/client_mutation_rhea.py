@@ -38,10 +38,10 @@ from pathlib import Path
 
 from mutation import (
     KILLED_STATUSES,
-    REPO,
     TRIAGE_DIR,
     MutantResult,
     TriageError,
+    add_client_run_arguments,
     load_triage,
     read_kills,
     report,
@@ -266,17 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", action="append", choices=FILES,
                         help=f"mutate this file of rhea/lib (repeatable; default: {', '.join(DEFAULT_FILES)})")
     parser.add_argument("--concurrency", type=int, default=2, help="mutants run at once")
-    parser.add_argument("--out", type=Path, default=REPO / "mutation-results" / "clients" / CLIENT,
-                        help="where the results go")
-    parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / CLIENT,
-                        help="Stryker's work directory")
-    parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
-    again = parser.add_mutually_exclusive_group()
-    again.add_argument("--report-only", action="store_true",
-                       help="no run: report the last run kept in --workdir and --out (after a triage edit)")
-    again.add_argument("--survivors", action="store_true",
-                       help="run again only the places of the last run's survivors, against the rows and harness as "
-                            "they are now (after a change to them); its kills stand")
+    add_client_run_arguments(parser, CLIENT, "Stryker", "the places of the last run's survivors")
     args = parser.parse_args(argv)
     if not shutil.which("node") or not shutil.which("npm"):
         print("client mutation: node and npm are needed (Node 20 or later): install them from your package "

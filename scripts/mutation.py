@@ -543,6 +543,23 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, triage, elapsed, args.out, args.target)
 
 
+def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool: str, survivors_help: str) -> None:
+    """The options both client mutation scripts share: ``--out`` and ``--workdir`` (defaults under the repository,
+    by client), ``--target``, and either ``--report-only`` or ``--survivors`` (``survivors_help`` says what the
+    tool runs again)."""
+    parser.add_argument("--out", type=Path, default=REPO / "mutation-results" / "clients" / client,
+                        help="where the results go")
+    parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / client,
+                        help=f"{tool}'s work directory")
+    parser.add_argument("--target", type=float, default=0.90, help="the score below which it exits 1")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--report-only", action="store_true",
+                       help="no run: report the last run kept in --workdir and --out (after a triage edit)")
+    again.add_argument("--survivors", action="store_true",
+                       help=f"run again only {survivors_help}, against the rows and harness as they are now (after a "
+                            "change to them); its kills stand")
+
+
 def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elapsed: float, out: Path,
            target: float) -> int:
     """Print the figures, write ``mutation.json`` and ``survivors.md``; 1 when untriaged or below target."""
