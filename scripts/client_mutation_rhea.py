@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nlines the cells run (the only ones mutated): "
           + ", ".join(f"{f} {lines[f]} of {len((args.workdir / 'rhea' / 'lib' / f).read_text().splitlines())}"
                       for f in files))
-    return report(results, triage, time.monotonic() - started, args.out, args.target)
+    return report(results, triage, time.monotonic() - started, args.out, args.target, module_of_name)
 
 
 if __name__ == "__main__":

@@ -279,11 +279,13 @@ def score(results: list[MutantResult]) -> Score:
     return counts
 
 
-def stale_triage(triage: dict[str, dict[str, str]], results: list[MutantResult]) -> list[str]:
-    """Triaged names that are no longer surviving mutants of the modules run (killed now, or renamed)."""
+def stale_triage(triage: dict[str, dict[str, str]], results: list[MutantResult],
+                 module_of_name: Callable[[str], str] = module_of) -> list[str]:
+    """Triaged names that are no longer surviving mutants of the modules run (killed now, or renamed);
+    ``module_of_name``: the module a triaged name is of (mutmut's naming by default)."""
     run_modules = {r.module for r in results}
     surviving = {r.name for r in results if not r.killed}
-    return sorted(name for name in triage if module_of(name) in run_modules and name not in surviving)
+    return sorted(name for name in triage if module_of_name(name) in run_modules and name not in surviving)
 
 
 def survivor_diffs(path: Path) -> dict[str, str]:
@@ -561,8 +563,9 @@ def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool:
 
 
 def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elapsed: float, out: Path,
-           target: float) -> int:
-    """Print the figures, write ``mutation.json`` and ``survivors.md``; 1 when untriaged or below target."""
+           target: float, module_of_name: Callable[[str], str] = module_of) -> int:
+    """Print the figures, write ``mutation.json`` and ``survivors.md``; 1 when untriaged or below target.
+    ``module_of_name``: the module a triaged name is of (mutmut's naming by default), for the stale entries."""
     overall = score(results)
     by_module: dict[str, list[MutantResult]] = defaultdict(list)
     for result in results:
@@ -587,7 +590,7 @@ def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elaps
     by_category = Counter(r.triage["category"] for r in results if not r.killed and r.triage)
     print(f"survivors: {len(untriaged)} untriaged, "
           + ", ".join(f"{n} {c}" for c, n in sorted(by_category.items())))
-    stale = stale_triage(triage, results)
+    stale = stale_triage(triage, results, module_of_name)
     if stale:
         print(f"stale triage entries (no longer surviving): {', '.join(stale)}")
     (out / "mutation.json").write_text(json.dumps({
