@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from mutation import (
@@ -123,7 +122,7 @@ def line_ranges(lines: set[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def cells_command(workdir: Path) -> list[str]:
+def cells_command() -> list[str]:
     """The test command: every cell of the grid, the client with itself, stopping at the first that fails."""
     return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_kills",
             "--import-mode=importlib", "test_client_cells.py"]
@@ -157,7 +156,7 @@ def build_workdir(workdir: Path, files: list[str], kills: Path, concurrency: int
     coverage = workdir / "coverage"
     print("the cells once, on the unmutated copy, with V8 coverage ...", flush=True)
     started = time.monotonic()
-    run = subprocess.run(cells_command(workdir), cwd=workdir, env={**cells_env(workdir, kills),
+    run = subprocess.run(cells_command(), cwd=workdir, env={**cells_env(workdir, kills),
                                                                   "NODE_V8_COVERAGE": str(coverage)})
     if run.returncode != 0:
         raise SystemExit(f"client mutation: the cells fail on the unmutated rhea (exit {run.returncode}); fix that "
@@ -167,7 +166,7 @@ def build_workdir(workdir: Path, files: list[str], kills: Path, concurrency: int
     mutate = [f"rhea/lib/{file}:{start}-{end}" for file in files for start, end in line_ranges(covered[file])]
     config = {
         "$schema": "./node_modules/@stryker-mutator/core/schema/stryker-schema.json",
-        "testRunner": "command", "commandRunner": {"command": " ".join(cells_command(workdir))},
+        "testRunner": "command", "commandRunner": {"command": " ".join(cells_command())},
         "coverageAnalysis": "off", "concurrency": concurrency, "mutate": mutate,
         "reporters": ["json", "progress-append-only"], "jsonReporter": {"fileName": "reports/mutation.json"},
         "ignorePatterns": ["shims", "coverage", "reports", "node_modules/.cache"],
@@ -315,12 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"client mutation: the last run kept in {args.workdir} did not mutate {', '.join(missing)}; run it "
               "with those files", file=sys.stderr)
         return 2
-    lines = defaultdict(int)
-    for file in files:
-        lines[file] = len(covered.get(file, ()))
-    print("\nlines the cells run (the only ones mutated): "
-          + ", ".join(f"{f} {lines[f]} of {len((args.workdir / 'rhea' / 'lib' / f).read_text().splitlines())}"
-                      for f in files))
+    print("\nlines the cells run (the only ones mutated): " + ", ".join(
+        f"{f} {len(covered.get(f, ()))} of {len((args.workdir / 'rhea' / 'lib' / f).read_text().splitlines())}"
+        for f in files))
     return report(results, triage, time.monotonic() - started, args.out, args.target, module_of_name)
 
 
