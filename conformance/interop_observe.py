@@ -48,11 +48,16 @@ def _covers(frame: Frame, delivery_id: int) -> bool:
     return in_span(delivery_id, int(first), int(first if last is None else last))
 
 
+def client_attach(frames: list[Frame], client_role: str) -> Frame | None:
+    """The client's own attach of its link of ``client_role`` on one connection; None when it sent none."""
+    return next((f for f in frames if f.direction == "out" and f.performative == "attach"
+                 and f.fields.get("role") == client_role), None)
+
+
 def link_view(frames: list[Frame], client_role: str) -> LinkView:
     """The client's link of ``client_role`` ("sender" or "receiver") on one connection, its first delivery
     and the dispositions covering it on the link's session (matched by channel and delivery-id)."""
-    ours = next((f for f in frames if f.direction == "out" and f.performative == "attach"
-                 and f.fields.get("role") == client_role), None)
+    ours = client_attach(frames, client_role)
     answer = None
     transfer = None
     if ours is not None:
@@ -128,8 +133,7 @@ OWN_TERMINUS = {"sender": "source", "receiver": "target"}
 def client_terminus(frames: list[Frame], client_role: str) -> bool | None:
     """Whether the client's own attach of ``client_role`` carries the terminus its link needs
     (:data:`OWN_TERMINUS`); None when it sent no such attach."""
-    ours = next((f for f in frames if f.direction == "out" and f.performative == "attach"
-                 and f.fields.get("role") == client_role), None)
+    ours = client_attach(frames, client_role)
     return None if ours is None else ours.fields.get(OWN_TERMINUS[client_role]) is not None
 
 

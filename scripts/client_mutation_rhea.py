@@ -134,12 +134,21 @@ def cells_env(workdir: Path, kills: Path) -> dict[str, str]:
             "AMQP_MUTATION_KILLS": str(kills)}
 
 
+def refresh_harness(workdir: Path) -> None:
+    """Put the harness's current cells, preload and kill recorder into ``workdir`` and build the rhea shim into
+    ``workdir/shims`` (again when its sources changed): a first run and a ``--survivors`` run judge with the
+    grid as it is now."""
+    from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
+
+    for source, target in HELPERS.items():
+        shutil.copy2(Path(__file__).resolve().parent / source, workdir / target)
+    ensure_built(load_spec(SHIMS_ROOT / CLIENT), workdir / "shims", progress=print)
+
+
 def build_workdir(workdir: Path, files: list[str], kills: Path, concurrency: int) -> dict[str, set[int]]:
     """Lay out ``workdir`` (Stryker and the pinned rhea from npm, the copy to mutate, the cells, the preload and
     the rhea shim built into ``shims/``), run the cells once on the unmutated copy with V8 coverage on, and write
     Stryker's configuration mutating the covered lines of ``files``; returns each file's covered lines."""
-    from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
-
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -150,9 +159,7 @@ def build_workdir(workdir: Path, files: list[str], kills: Path, concurrency: int
     print(f"npm install (rhea {rhea_version()}, Stryker {STRYKER}) ...", flush=True)
     subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=workdir, check=True)
     shutil.copytree(workdir / "node_modules" / "rhea", workdir / "rhea")
-    for source, target in HELPERS.items():
-        shutil.copy2(Path(__file__).resolve().parent / source, workdir / target)
-    ensure_built(load_spec(SHIMS_ROOT / CLIENT), workdir / "shims", progress=print)
+    refresh_harness(workdir)
     coverage = workdir / "coverage"
     print("the cells once, on the unmutated copy, with V8 coverage ...", flush=True)
     started = time.monotonic()
@@ -181,7 +188,7 @@ def build_workdir(workdir: Path, files: list[str], kills: Path, concurrency: int
 def read_results(workdir: Path, files: list[str], kills: Path,
                  triage: dict[str, dict[str, str]]) -> list[MutantResult]:
     """Stryker's JSON report as :class:`MutantResult` rows (the first failing cell of each from ``kills``), with
-    each survivor's one-line diff."""
+    each survivor's diff."""
     data = json.loads((workdir / "reports" / "mutation.json").read_text(encoding="utf-8"))
     first_kill = read_kills(kills)
     results = []
@@ -195,12 +202,12 @@ def read_results(workdir: Path, files: list[str], kills: Path,
             result = MutantResult(name, module_of_name(name), STATUSES.get(mutant["status"], mutant["status"]),
                                   first_kill.get(str(mutant["id"])), triage.get(name))
             if not result.killed:
-                result.diff = one_line_diff(source, mutant)
+                result.diff = mutant_diff(source, mutant)
             results.append(result)
     return results
 
 
-def one_line_diff(source: list[str], mutant: dict) -> str:
+def mutant_diff(source: list[str], mutant: dict) -> str:
     """The mutant as a diff of the lines it changes (the replacement spliced into the first, the rest dropped)."""
     start, end = mutant["location"]["start"], mutant["location"]["end"]
     before = source[start["line"] - 1:end["line"]]
@@ -288,11 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         covered = {f: set(v) for f, v in
                    json.loads((args.workdir / "covered.json").read_text(encoding="utf-8")).items()}
         if args.survivors:
-            from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
-
-            ensure_built(load_spec(SHIMS_ROOT / CLIENT), args.workdir.resolve() / "shims", progress=print)
-            shutil.copy2(Path(__file__).resolve().parent / "client_mutation_cells.py",
-                         args.workdir / "test_client_cells.py")
+            refresh_harness(args.workdir.resolve())
             status = run_survivors(args.workdir.resolve(), files, kills.resolve(),
                                    cells_env(args.workdir.resolve(), kills.resolve()))
             if status != 0:
