@@ -54,17 +54,33 @@ def client_attach(frames: list[Frame], client_role: str) -> Frame | None:
                  and f.fields.get("role") == client_role), None)
 
 
-def link_view(frames: list[Frame], client_role: str) -> LinkView:
-    """The client's link of ``client_role`` ("sender" or "receiver") on one connection, its first delivery
-    and the dispositions covering it on the link's session (matched by channel and delivery-id)."""
+def delivery_starts(frames: list[Frame], direction: str) -> list[Frame]:
+    """The first transfer of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), in
+    the order sent. A transfer begins a delivery unless the transfer before it in that direction said ``more``
+    and was not aborted (AMQP 1.0 2.6.14, 2.7.5: a continuation transfer may leave its delivery-id out, or repeat
+    it). Each cell's connection carries one link, so one direction holds one link's transfers."""
+    starts: list[Frame] = []
+    continuing = False
+    for frame in frames:
+        if frame.performative != "transfer" or frame.direction != direction:
+            continue
+        if not continuing:
+            starts.append(frame)
+        continuing = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
+    return starts
+
+
+def link_view(frames: list[Frame], client_role: str, index: int = 0) -> LinkView:
+    """The client's link of ``client_role`` ("sender" or "receiver") on one connection, its delivery ``index``
+    (0: the first) and the dispositions covering it on the link's session (matched by role and delivery-id)."""
     ours = client_attach(frames, client_role)
     answer = None
     transfer = None
     if ours is not None:
         answer = next((f for f in frames if f.direction == "in" and f.performative == "attach"
                        and f.fields.get("name") == ours.fields.get("name")), None)
-        sending = "out" if client_role == "sender" else "in"
-        transfer = next((f for f in frames if f.performative == "transfer" and f.direction == sending), None)
+        starts = delivery_starts(frames, "out" if client_role == "sender" else "in")
+        transfer = starts[index] if index < len(starts) else None
     broker_dispositions: list[Frame] = []
     client_dispositions: list[Frame] = []
     if transfer is not None and transfer.fields.get("delivery-id") is not None:
@@ -91,19 +107,20 @@ def _errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
 
 
 def delivery_tags(frames: list[Frame], client_role: str) -> dict[str, int]:
-    """On the link of ``client_role``: how many deliveries it carried (their transfers' delivery-ids) and how
-    many ``clashes``: a delivery whose tag (its first transfer's) is the tag of a delivery of the link that
-    was still unsettled when it began. A delivery is settled once a transfer or disposition covering it says
+    """On the link of ``client_role``: how many deliveries it carried (:func:`delivery_starts`) and how many
+    ``clashes``: a delivery whose tag (its first transfer's) is the tag of a delivery of the link that was
+    still unsettled when it began. A delivery is settled once a transfer or disposition covering it says
     settled, whichever end sent it: frames of a connection are processed in order, so the other end has
     settled too before it reads anything sent after (AMQP 1.0 2.6.12: a tag is unique among all deliveries
     either end could consider unsettled; 004, pn_delivery: among the delivery objects the link holds)."""
     sending = "out" if client_role == "sender" else "in"
+    starts = {id(frame) for frame in delivery_starts(frames, sending)}
     unsettled: dict[int, Any] = {}
     deliveries, clashes, last = 0, 0, None
     for frame in frames:
         fields = frame.fields
         if frame.performative == "transfer" and frame.direction == sending:
-            if fields.get("delivery-id") is not None:
+            if id(frame) in starts and fields.get("delivery-id") is not None:
                 last = int(fields["delivery-id"])
                 tag = bytes(fields["delivery-tag"]) if fields.get("delivery-tag") is not None else None
                 deliveries += 1
@@ -156,10 +173,11 @@ def _final_at(dispositions: list[Frame]) -> int | None:
                  or (f.fields.get("state") or {}).get("@type") in TERMINAL_STATES), None)
 
 
-def observe(sending: list[Frame], receiving: list[Frame]) -> dict[str, Any]:
-    """The cell's observations (:data:`.interop_scenarios.CROSSING`'s) from both connections' frames."""
-    sent = link_view(sending, "sender")
-    got = link_view(receiving, "receiver")
+def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dict[str, Any]:
+    """The cell's observations (:data:`.interop_scenarios.CROSSING`'s) from both connections' frames, of the
+    delivery ``index`` on each link (0: the first, which a row's expectation judges)."""
+    sent = link_view(sending, "sender", index)
+    got = link_view(receiving, "receiver", index)
     client_settled = _settled_at(got.client_dispositions)
     broker_settled = _settled_at(got.broker_dispositions)
     delivered_settled = bool(got.transfer is not None and got.transfer.fields.get("settled"))
@@ -398,7 +416,8 @@ def settlement_disagreements(observed: dict[str, Any], told: dict[str, bool | No
     end (:func:`told_remote_settled`), when the connection has closed and every frame the broker sent has been
     read; a role left out reported no delivery (nothing to hold); ``claims``: per role, whether that client's
     profile claims it. A client that says the broker settled when no frame of the broker did, or says nothing or
-    not settled when one did, disagrees."""
+    not settled when one did, disagrees; so does one that says nothing either way (null to the cell's end): its
+    claim is that its API tells."""
     lines: list[str] = []
     wire = _wire_settled(observed)
     for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
@@ -412,4 +431,36 @@ def settlement_disagreements(observed: dict[str, Any], told: dict[str, bool | No
             lines.append(f"{client}: the broker settled the message on the wire, its API "
                          f"{'never told so' if said is None else 'told it was not settled'} by the cell's end "
                          "(delivery report and delivery-update events; its profile claims remote-settlement)")
+        elif said is None:
+            lines.append(f"{client}: its API never told whether the broker settled the message (remote_settled "
+                         "null in its delivery report and every delivery-update event; its profile claims "
+                         "remote-settlement)")
     return lines
+
+
+def every_delivery_disagreements(sending: list[Frame], receiving: list[Frame], reports: dict[str, list[dict[str, Any]]],
+                                 events: dict[str, list[dict[str, Any]]], links: dict[str, str], tells_fields: bool,
+                                 settlement_claims: dict[str, bool]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every delivery of the cell held to what the clients told of it, not only the first, which the row's
+    expectation reads: for each delivery index (the most that either link carried or either client reported),
+    :func:`report_disagreements`, :func:`settlement_disagreements` and :func:`second_settlement_disagreements`
+    over that delivery's frames (:func:`observe` of the index), its reports (``reports``: per role, the reply's
+    delivery reports in order) and the later ``delivery-update`` events of it (``events``: per role; ``links``:
+    per role, the link's name). A line about a delivery after the first names it. Returns the lines and, per
+    index, what each client last told (``remote``: :func:`told_remote_settled`, ``local``:
+    :func:`told_locally_settled`, per role that reported the delivery)."""
+    count = max(len(reports["sender"]), len(reports["receiver"]), len(delivery_starts(sending, "out")),
+                len(delivery_starts(receiving, "in")), 1)
+    lines: list[str] = []
+    told_per_delivery: list[dict[str, Any]] = []
+    for index in range(count):
+        told = {role: reports[role][index] for role in ("sender", "receiver") if index < len(reports[role])}
+        remote = {role: told_remote_settled(report, events[role], links[role]) for role, report in told.items()}
+        local = {role: told_locally_settled(report, events[role], links[role]) for role, report in told.items()}
+        told_per_delivery.append({"remote": remote, "local": local})
+        observed = observe(sending, receiving, index)
+        found = report_disagreements(observed, told.get("sender"), told.get("receiver"), tells_fields)
+        found += settlement_disagreements(observed, remote, settlement_claims)
+        found += second_settlement_disagreements(remote, local)
+        lines += found if index == 0 else [f"delivery {index + 1} of the link: {line}" for line in found]
+    return lines, told_per_delivery

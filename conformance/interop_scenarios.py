@@ -69,6 +69,7 @@ CROSSING = Scenario(
         # sending client's a source, the receiving client's a target
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
+        "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
     ),
 )
 

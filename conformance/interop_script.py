@@ -130,9 +130,9 @@ def sent_bodies(given: dict[str, Any]) -> list[str]:
     return [f"m{n}" + "x" * given["body_bytes"] for n in range(1, given["messages"] + 1)]
 
 
-def first_delivery(reply: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The first delivery report of a send or receive reply (also of a failed one that carries some)."""
+def delivery_reports(reply: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The delivery reports of a send or receive reply (also of a failed one that carries some), in the order of
+    their deliveries on the link."""
     if not reply:
-        return None
-    deliveries = reply.get("deliveries") or (reply.get("error") or {}).get("deliveries") or []
-    return deliveries[0] if deliveries else None
+        return []
+    return list(reply.get("deliveries") or (reply.get("error") or {}).get("deliveries") or [])
