@@ -173,6 +173,17 @@ def _final_at(dispositions: list[Frame]) -> int | None:
                  or (f.fields.get("state") or {}).get("@type") in TERMINAL_STATES), None)
 
 
+def _ordering(view: LinkView) -> dict[str, Any] | None:
+    """The sending link's settlement ordering (003, "Delivery guarantees"): the receiver settle mode the broker's
+    attach put in use (absent: first, AMQP 1.0 2.7.3), the broker's first disposition for the delivery, and
+    whether the client settled it with a disposition of its own. None before the broker answered the attach."""
+    if view.attach is None:
+        return None
+    return {"rcv-settle-mode": view.attach.fields.get("rcv-settle-mode") or "first",
+            "broker-first": _kept(view.broker_dispositions[0]) if view.broker_dispositions else None,
+            "client-settled": _settled_at(view.client_dispositions) is not None}
+
+
 def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dict[str, Any]:
     """The cell's observations (:data:`.interop_scenarios.CROSSING`'s) from both connections' frames, of the
     delivery ``index`` on each link (0: the first, which a row's expectation judges)."""
@@ -188,6 +199,7 @@ def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dic
         "sender_answers": [_kept(f) for f in sent.broker_dispositions],
         "sender_settles": [_kept(f) for f in sent.client_dispositions],
         "sender_settled_early": _settled_before(sent.client_dispositions, _final_at(sent.broker_dispositions)),
+        "sender_ordering": _ordering(sent),
         "receiver_attach": _kept(got.attach) if got.attach else None,
         "delivered": _kept(got.transfer) if got.transfer else None,
         "receiver_answers": [_kept(f) for f in got.client_dispositions],

@@ -56,6 +56,8 @@ CROSSING = Scenario(
         "sender_answers",  # the broker's dispositions to the sending client for it
         "sender_settles",  # the sending client's dispositions for it
         "sender_settled_early",  # the sending client settled before the broker gave a terminal state or settled
+        "sender_ordering",  # the sending link's settlement order: the rcv-settle-mode the broker's attach put in
+        # use, the broker's first disposition for the message, whether the client settled it with its own
         "receiver_attach",  # the broker's attach to the receiving client
         "delivered",  # the broker's transfer of the message to the receiving client
         "receiver_answers",  # the receiving client's dispositions for it

@@ -450,6 +450,14 @@ function sendReport(d, rec) {
 function senderUpdate(ls, d, api) {
   const rec = ls.sent.get(d);
   if (!rec) return;
+  // the contract's settling policy (peers/shims/README.md): under the broker's rcv_settle_mode second
+  // the sender settles a delivery once its state is terminal (003: "the sender would trigger
+  // settlement based on seeing the delivery state transition to a terminal state"); rhea's autosettle
+  // waits for the receiver to settle first, so the application settles, with Delivery.update(true)
+  if (!d.settled && !d.remote_settled && ls.link.rcv_settle_mode === RCV_SETTLE.second && sendDone(d)) {
+    d.update(true);
+    api += ', then Delivery.update(true) (rcv_settle_mode second: the sender settles first)';
+  }
   if (rec.replied) {
     emit({
       event: 'delivery-update', link: ls.name, index: rec.index, tag: hex(d.tag),
