@@ -54,20 +54,27 @@ def client_attach(frames: list[Frame], client_role: str) -> Frame | None:
                  and f.fields.get("role") == client_role), None)
 
 
-def delivery_starts(frames: list[Frame], direction: str) -> list[Frame]:
-    """The first transfer of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), in
-    the order sent. A transfer begins a delivery unless the transfer before it in that direction said ``more``
-    and was not aborted (AMQP 1.0 2.6.14, 2.7.5: a continuation transfer may leave its delivery-id out, or repeat
-    it). Each cell's connection carries one link, so one direction holds one link's transfers."""
-    starts: list[Frame] = []
+def deliveries(frames: list[Frame], direction: str) -> list[list[Frame]]:
+    """The transfers of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), a list a
+    delivery, in the order sent. A transfer begins a delivery unless the transfer before it in that direction
+    said ``more`` and was not aborted (AMQP 1.0 2.6.14, 2.7.5: a continuation transfer may leave its delivery-id
+    out, or repeat it). Each cell's connection carries one link, so one direction holds one link's transfers."""
+    found: list[list[Frame]] = []
     continuing = False
     for frame in frames:
         if frame.performative != "transfer" or frame.direction != direction:
             continue
-        if not continuing:
-            starts.append(frame)
+        if continuing:
+            found[-1].append(frame)
+        else:
+            found.append([frame])
         continuing = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
-    return starts
+    return found
+
+
+def delivery_starts(frames: list[Frame], direction: str) -> list[Frame]:
+    """The first transfer of each delivery sent in ``direction``, in order (:func:`deliveries`)."""
+    return [transfers[0] for transfers in deliveries(frames, direction)]
 
 
 def link_view(frames: list[Frame], client_role: str, index: int = 0) -> LinkView:
@@ -450,19 +457,46 @@ def settlement_disagreements(observed: dict[str, Any], told: dict[str, bool | No
     return lines
 
 
+def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, dict[str, Any]]) -> list[str]:
+    """Where what a client's API told of one delivery's transfers contradicts them, one line each. ``transfers``:
+    per role ("sender", "receiver"), the delivery's transfers on that client's link (:func:`deliveries`);
+    ``reports``: per role, the client's report of that delivery. A reported ``tag`` (hex; null where the API does
+    not expose it) must be the delivery-tag of the delivery's first transfer (AMQP 1.0 2.7.5, 2.8.7); a receiving
+    client's ``settled_on_arrival`` (null where the API does not say) must be whether a transfer of the delivery
+    came settled (2.7.5 settled, 2.6.12)."""
+    lines = []
+    for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
+        report, sent = reports.get(role), transfers.get(role)
+        if not report or not sent:
+            continue
+        wire_tag = sent[0].fields.get("delivery-tag")
+        told_tag = report.get("tag")
+        if told_tag is not None and wire_tag is not None and str(told_tag).lower() != bytes(wire_tag).hex():
+            lines.append(f"{client}: its API gave the delivery tag {told_tag}, the transfer carries "
+                         f"{bytes(wire_tag).hex()}")
+        told_settled = report.get("settled_on_arrival") if role == "receiver" else None
+        came_settled = any(bool(t.fields.get("settled")) for t in sent)
+        if told_settled is not None and bool(told_settled) != came_settled:
+            lines.append(f"receiving client: its API said the message came {'settled' if told_settled else 'unsettled'}"
+                         f", its transfer{'s' if len(sent) > 1 else ''} came "
+                         f"{'settled' if came_settled else 'unsettled'}")
+    return lines
+
+
 def every_delivery_disagreements(sending: list[Frame], receiving: list[Frame], reports: dict[str, list[dict[str, Any]]],
                                  events: dict[str, list[dict[str, Any]]], links: dict[str, str], tells_fields: bool,
                                  settlement_claims: dict[str, bool]) -> tuple[list[str], list[dict[str, Any]]]:
     """Every delivery of the cell held to what the clients told of it, not only the first, which the row's
     expectation reads: for each delivery index (the most that either link carried or either client reported),
-    :func:`report_disagreements`, :func:`settlement_disagreements` and :func:`second_settlement_disagreements`
-    over that delivery's frames (:func:`observe` of the index), its reports (``reports``: per role, the reply's
-    delivery reports in order) and the later ``delivery-update`` events of it (``events``: per role; ``links``:
-    per role, the link's name). A line about a delivery after the first names it. Returns the lines and, per
-    index, what each client last told (``remote``: :func:`told_remote_settled`, ``local``:
-    :func:`told_locally_settled`, per role that reported the delivery)."""
-    count = max(len(reports["sender"]), len(reports["receiver"]), len(delivery_starts(sending, "out")),
-                len(delivery_starts(receiving, "in")), 1)
+    :func:`report_disagreements`, :func:`settlement_disagreements`, :func:`second_settlement_disagreements` and
+    :func:`arrival_disagreements` over that delivery's frames (:func:`observe` of the index), its reports
+    (``reports``: per role, the reply's delivery reports in order) and the later ``delivery-update`` events of it
+    (``events``: per role; ``links``: per role, the link's name). A line about a delivery after the first names it.
+    Returns the lines and, per index, what each client last told (``remote``: :func:`told_remote_settled`,
+    ``local``: :func:`told_locally_settled`, per role that reported the delivery)."""
+    transfers = {"sender": deliveries(sending, "out"), "receiver": deliveries(receiving, "in")}
+    count = max(len(reports["sender"]), len(reports["receiver"]), len(transfers["sender"]),
+                len(transfers["receiver"]), 1)
     lines: list[str] = []
     told_per_delivery: list[dict[str, Any]] = []
     for index in range(count):
@@ -474,5 +508,7 @@ def every_delivery_disagreements(sending: list[Frame], receiving: list[Frame], r
         found = report_disagreements(observed, told.get("sender"), told.get("receiver"), tells_fields)
         found += settlement_disagreements(observed, remote, settlement_claims)
         found += second_settlement_disagreements(remote, local)
+        found += arrival_disagreements({role: sent[index] for role, sent in transfers.items() if index < len(sent)},
+                                       told)
         lines += found if index == 0 else [f"delivery {index + 1} of the link: {line}" for line in found]
     return lines, told_per_delivery
