@@ -26,7 +26,7 @@ from proton import uint
 from .broker_frames import await_in, first_in, header_text, sent_since
 from .context import CaseContext, NotApplicable, SetupFailed, no_credit, setup_step
 from .scripts_core import wait_for
-from .scripts_sasl import sasl_exchange
+from .scripts_sasl import after_sasl_outcome, sasl_exchange
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
 PUBLISHING_SETUPS = ("sender", "sender-second", "raw-sender")  # they wait for credit with no consumer attached
@@ -145,7 +145,8 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
     peer, raw = _set_up(ctx, given)
-    since = peer.mark()
+    # after SASL, from its outcome on: the broker's AMQP header is the row's to observe in any read it came in
+    since = after_sasl_outcome(peer) if given["setup"] == "sasl" else peer.mark()
     try:
         frames = [frame for spec in given["frames"] for frame in frames_of(spec, raw)]
     except BeyondLimit as exc:

@@ -134,6 +134,13 @@ def sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
         raise SetupFailed(f"set-up step 'SASL' failed: sasl-outcome code {code} (authentication refused)")
 
 
+def after_sasl_outcome(peer: RawSocket) -> int:
+    """The frame-log index just after the broker's sasl-outcome: where what it sends once SASL is done begins
+    (its AMQP header, 5.3.2), whether that came in the read that brought the outcome or in a later one."""
+    return next(index + 1 for index, frame in enumerate(peer.frames)
+                if frame.direction == "in" and frame.performative == "sasl-outcome")
+
+
 def pipelined_open(ctx: CaseContext) -> bytes:
     """The AMQP protocol header and an open frame (2.4.1, 2.7.1), to be written behind the sasl-init before any
     outcome is read (2.4.2: a peer may pipeline the connection's negotiation)."""
