@@ -26,7 +26,7 @@ from proton import uint
 from .broker_frames import await_in, first_in, header_text, sent_since
 from .context import CaseContext, NotApplicable, SetupFailed, no_credit, setup_step
 from .scripts_core import wait_for
-from .scripts_sasl import after_sasl_outcome, sasl_exchange
+from .scripts_sasl import sasl_exchange
 
 SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
 PUBLISHING_SETUPS = ("sender", "sender-second", "raw-sender")  # they wait for credit with no consumer attached
@@ -50,15 +50,16 @@ def answer_of(frame: Frame | None, frames: list[Frame]) -> dict[str, Any] | None
     return seen
 
 
-def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
-    """Connect and go as far as ``given.setup``; returns the peer (raw from now on) and the placeholders."""
+def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext, int]:
+    """Connect and go as far as ``given.setup``; returns the peer (raw from now on), the placeholders and where
+    the row's observations begin in the frame log: after SASL, at its outcome (the broker's AMQP header, in
+    whichever read it came, is the row's to observe), else where the set-up ended."""
     setup = given["setup"]
     if setup in ("none", "sasl"):
         peer = setup_step("connect", RawSocket, ctx.address, "raw", ctx.timeout)
         ctx.peers.append(peer)
-        if setup == "sasl":
-            sasl_exchange(ctx, peer)
-        return peer, RawContext(node=ctx.node)
+        since = sasl_exchange(ctx, peer) if setup == "sasl" else peer.mark()
+        return peer, RawContext(node=ctx.node), since
     peer = setup_step("connect", RawModePeer.connect, ctx.address, timeout=ctx.timeout, quiet=ctx.quiet, label="raw",
                       hostname=ctx.open_hostname())
     ctx.peers.append(peer)
@@ -66,7 +67,7 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
     if setup == "header":
         await_in(peer, 0, "amqp-header", "protocol header", "the broker sent no AMQP header")
         peer.go_raw()
-        return peer, raw
+        return peer, raw, peer.mark()
     broker_open = setup_step("open", peer.open).fields
     raw.limits["max-frame-size"] = broker_open.get("max-frame-size") or 0xFFFFFFFF
     channel_max = broker_open.get("channel-max")
@@ -94,7 +95,7 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext]:
     peer.go_raw()
     if setup == "raw-sender":
         _attach_raw_sender(ctx, peer, raw, given["attach"])
-    return peer, raw
+    return peer, raw, peer.mark()
 
 
 def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dict[str, Any]) -> None:
@@ -144,9 +145,7 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     ``alive``, ``opened``, and ``sent`` and ``states`` when the row names them (module docstring)."""
     if given["provocation"] != "none":
         ctx.admin.provoke(given["provocation"], ctx.node)
-    peer, raw = _set_up(ctx, given)
-    # after SASL, from its outcome on: the broker's AMQP header is the row's to observe in any read it came in
-    since = after_sasl_outcome(peer) if given["setup"] == "sasl" else peer.mark()
+    peer, raw, since = _set_up(ctx, given)
     try:
         frames = [frame for spec in given["frames"] for frame in frames_of(spec, raw)]
     except BeyondLimit as exc:

@@ -123,15 +123,17 @@ def _not_the_password(password: str | None) -> str:
     return wrong + "x" if wrong == password else wrong
 
 
-def sasl_exchange(ctx: CaseContext, peer: RawSocket) -> None:
+def sasl_exchange(ctx: CaseContext, peer: RawSocket) -> int:
     """Authenticate in raw mode (AMQP 1.0 5.3.2): SASL header, the URL's credentials (``given``, see
-    :data:`CREDENTIALS`), outcome ok. The next bytes written are where the AMQP protocol header belongs."""
+    :data:`CREDENTIALS`), outcome ok. The next bytes written are where the AMQP protocol header belongs. Returns
+    where what the broker sends once SASL is done begins in the frame log (:func:`after_sasl_outcome`)."""
     init = sasl_init(ctx, offered_mechanisms(peer))
     since = peer.mark()
     peer.send_raw(init)
     code = await_in(peer, since, "sasl-outcome", "SASL", "the broker sent no sasl-outcome").fields.get("code")
     if code != 0:
         raise SetupFailed(f"set-up step 'SASL' failed: sasl-outcome code {code} (authentication refused)")
+    return after_sasl_outcome(peer)
 
 
 def after_sasl_outcome(peer: RawSocket) -> int:

@@ -68,6 +68,11 @@ def rhea_version() -> str:
 NAME = re.compile(r"^([\w.-]+)\.js:\d+:\d+-\d+:\d+ \w+ -> ")
 
 
+def status_of(mutant: dict) -> str:
+    """A Stryker mutant's status in the report's words (:data:`STATUSES`; Stryker's own where it has none)."""
+    return STATUSES.get(mutant["status"], mutant["status"])
+
+
 def mutant_name(file: str, mutant: dict) -> str:
     """A mutant's stable name: file, the span of what it changes (start and end line:column), Stryker's mutator
     and the replacement (``link.js:120:9-120:14 ConditionalExpression -> false``); unique within a file (two
@@ -199,7 +204,7 @@ def read_results(workdir: Path, files: list[str], kills: Path,
         source = entry["source"].splitlines()
         for mutant in entry["mutants"]:
             name = mutant_name(file, mutant)
-            result = MutantResult(name, module_of_name(name), STATUSES.get(mutant["status"], mutant["status"]),
+            result = MutantResult(name, module_of_name(name), status_of(mutant),
                                   first_kill.get(str(mutant["id"])), triage.get(name))
             if not result.killed:
                 result.diff = mutant_diff(source, mutant)
@@ -233,7 +238,7 @@ def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, s
     for path, entry in base["files"].items():
         if Path(path).name in files:
             for mutant in entry["mutants"]:
-                if STATUSES.get(mutant["status"], mutant["status"]) not in KILLED_STATUSES:
+                if status_of(mutant) not in KILLED_STATUSES:
                     survivors[mutant_name(Path(path).name, mutant)] = mutant
     print(f"== client mutation: {len(survivors)} survivors of the last run, against the grid as it is now", flush=True)
     spans = sorted({mutate_span(name) for name in survivors})
@@ -254,7 +259,7 @@ def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, s
         for path, entry in again["files"].items():
             for mutant in entry["mutants"]:
                 before = survivors.get(mutant_name(Path(path).name, mutant))
-                if before is not None and STATUSES.get(mutant["status"]) in KILLED_STATUSES:
+                if before is not None and status_of(mutant) in KILLED_STATUSES:
                     before["status"] = mutant["status"]
                     now_killed += 1
                     if str(mutant["id"]) in first_kill:
