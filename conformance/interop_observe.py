@@ -106,9 +106,11 @@ def link_view(frames: list[Frame], client_role: str, index: int = 0) -> LinkView
 
 
 def _errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
-    """The detach, end and close frames of ``direction`` that carry an error: performative, condition, description."""
+    """The detach, end and close frames of ``direction`` that carry an error: performative, condition, description
+    (and a detach's ``closed``: whether it closed the link)."""
     return [{"performative": f.performative, "condition": (f.fields.get("error") or {}).get("condition"),
-             "description": (f.fields.get("error") or {}).get("description")}
+             "description": (f.fields.get("error") or {}).get("description"),
+             **({"closed": f.fields.get("closed")} if f.performative == "detach" else {})}
             for f in frames if f.direction == direction and f.performative in ERROR_PERFORMATIVES
             and f.fields.get("error")]
 
@@ -512,3 +514,106 @@ def every_delivery_disagreements(sending: list[Frame], receiving: list[Frame], r
                                        told)
         lines += found if index == 0 else [f"delivery {index + 1} of the link: {line}" for line in found]
     return lines, told_per_delivery
+
+
+ERROR_SCOPES = {"detach": "link", "end": "session", "close": "connection"}  # the shim contract's scope of each
+
+
+def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The AMQP errors a client's API told its caller of (peers/shims/README.md): each failed reply whose error is
+    of kind ``amqp`` (``replies``: its commands' ``(op, reply)`` in order) and each ``error`` and ``remote-close``
+    event, with scope, condition, description and where it was told."""
+    told: list[dict[str, Any]] = []
+    for op, reply in replies:
+        error = reply.get("error") or {}
+        if not reply.get("ok") and error.get("kind") == "amqp":
+            told.append({"scope": error.get("scope"), "condition": error.get("condition"),
+                         "description": error.get("description"), "where": f"its {op} reply"})
+    for event in events:
+        if event.get("event") in ("error", "remote-close"):  # a remote close told with its condition, if any
+            told.append({"scope": event.get("scope"), "condition": event.get("condition"),
+                         "description": event.get("description"),
+                         "where": "an error event" if event["event"] == "error" else "a remote-close event"})
+    return told
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else repr(str(value))
+
+
+def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Whether each client's API told its caller of the errors the broker sent it, as the wire gives them
+    (``frames``, ``told``: per role, the connection's frames and :func:`told_errors`).
+
+    Every detach, end and close from the broker that carries an error must be told at least once, at that
+    scope (detach: link, end: session, close: connection; the command it failed or an ``error`` event), with
+    the error's condition (the symbol as text); a description the API gives must be the wire's. And an error
+    with a condition that the API told must be one the broker sent, at that scope: an API that reports a
+    condition nobody sent misleads its caller as much as one that drops the broker's.
+    """
+    lines: list[str] = []
+    for role in ("sender", "receiver"):
+        sent = [{"scope": ERROR_SCOPES[e["performative"]], **e} for e in _errors(frames.get(role, []), "in")]
+        reports = told.get(role, [])
+        for error in sent:
+            what = f"the broker's {error['performative']} with {error['condition']}"
+            same_scope = [r for r in reports if r["scope"] == error["scope"]]
+            matching = [r for r in same_scope if r["condition"] is not None and str(r["condition"]) == str(
+                error["condition"])]
+            if not matching:
+                if same_scope:
+                    lines.append(f"the {role} client's API told of {what} as {same_scope[0]['scope']} error "
+                                 f"{_shown(same_scope[0]['condition'])} ({same_scope[0]['where']})")
+                else:
+                    lines.append(f"the {role} client's API never told of {what} (no {error['scope']} error in a "
+                                 f"reply or an error event)")
+                continue
+            wrong = [r for r in matching if r["description"] is not None
+                     and str(r["description"]) != ("" if error["description"] is None else str(error["description"]))]
+            if wrong:
+                told_text = _shown(wrong[0]["description"])
+                lines.append(f"the {role} client's API told of {what} with description {told_text} "
+                             f"({wrong[0]['where']}), the wire's is {_shown(error['description'])}")
+        for report in reports:
+            if report["condition"] is None:
+                continue
+            if not any(e["scope"] == report["scope"] and str(e["condition"]) == str(report["condition"]) for e in sent):
+                lines.append(f"the {role} client's API told of a {report['scope']} error {_shown(report['condition'])} "
+                             f"({report['where']}) that the broker never sent")
+    return lines
+
+
+def credit_disagreements(sending: list[Frame]) -> list[str]:
+    """Whether the sending client kept to the credit the broker gave its link (AMQP 1.0 2.6.7: a sender may
+    send a delivery only while its link-credit, ``delivery-count_rcv + link-credit_rcv - delivery-count_snd``
+    from the receiver's last flow, is above zero); the first delivery beyond it, or an empty list.
+
+    Deliveries are counted from the client's attach's initial-delivery-count (a transfer that continues a
+    delivery uses no credit of its own, 2.6.14); a flow of the broker's that leaves delivery-count out counts
+    from that initial value. Against a flow still in flight to the client when it sent (the relay forwarded it
+    first), the most any flow so far allowed is the limit: a broker that lowers its credit is never a client's
+    fault. Each cell's connection carries one link, so every flow with a handle is that link's.
+    """
+    attach = client_attach(sending, "sender")
+    initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
+    allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
+    sent = 0
+    continuing = False
+    for frame in sending:
+        if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") is not None:
+            credit = frame.fields.get("link-credit")
+            if credit is None:
+                continue
+            count = frame.fields.get("delivery-count")
+            seen = 0 if count is None else (int(count) - initial) % 2**32  # RFC-1982 serial numbers (2.6.7)
+            allowed = seen + int(credit) if allowed is None else max(allowed, seen + int(credit))
+        elif frame.direction == "out" and frame.performative == "transfer":
+            if not continuing:
+                sent += 1
+                if allowed is None or sent > allowed:
+                    granted = "no flow of the broker's had given it credit" if allowed is None else \
+                        f"the broker's flows had allowed {allowed} deliveries"
+                    return [f"the sending client sent delivery {sent} of its link beyond the credit the broker gave "
+                            f"it ({granted}; AMQP 1.0 2.6.7)"]
+            continuing = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
+    return []

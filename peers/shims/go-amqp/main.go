@@ -789,6 +789,20 @@ func (s *shim) close(cmd *command) (obj, *failure) {
 	}
 	c := s.c
 	s.c = nil // link names from before are forgotten, whatever Close says
+	if c.session != nil {
+		// as an application closes what it began: Session.Close tells of an end the broker sent with an error
+		// (a *SessionError with RemoteErr), which nothing else in the API reports once no link call is waiting
+		ctx, cancel := context.WithTimeout(context.Background(), cmd.timeout())
+		err := c.session.Close(ctx)
+		cancel()
+		var se *amqp.SessionError
+		if errors.As(err, &se) && se.RemoteErr != nil {
+			s.w.write(obj{"event": "error", "scope": "session", "condition": string(se.RemoteErr.Condition),
+				"description": nullIfEmpty(se.RemoteErr.Description), "api": "Session.Close() returned *amqp.SessionError"})
+		} else if err != nil {
+			log.Printf("Session.Close(): %v", err)
+		}
+	}
 	c.closing.Store(true)
 	c.cancel()
 	errc := make(chan error, 1)
