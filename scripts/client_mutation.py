@@ -46,6 +46,7 @@ from mutation import (
     diff_of,
     load_triage,
     module_of,
+    prune_triage,
     read_kills,
     read_statuses,
     report,
@@ -164,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             result.diff = diff_of(args.workdir, result.name, str(COPY / f"{result.module}.py"))
     print(f"\nunreached (no cell runs the function; left out of the score): {len(unreached)} of {len(results)} "
           f"mutants: " + ", ".join(f"{m} {sum(r.module == m for r in unreached)}" for m in modules))
-    return report(reached, triage, time.monotonic() - started, args.out, args.target)
+    status = report(reached, triage, time.monotonic() - started, args.out, args.target)
+    if args.prune_stale:
+        stale = json.loads((args.out / "mutation.json").read_text(encoding="utf-8"))["stale_triage"]
+        print(f"pruned {prune_triage(TRIAGE, stale)} stale triage entries from {TRIAGE}")
+    return status
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from mutation import (
     TriageError,
     add_client_run_arguments,
     load_triage,
+    prune_triage,
     read_kills,
     report,
 )
@@ -325,7 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nlines the cells run (the only ones mutated): " + ", ".join(
         f"{f} {len(covered.get(f, ()))} of {len((args.workdir / 'rhea' / 'lib' / f).read_text().splitlines())}"
         for f in files))
-    return report(results, triage, time.monotonic() - started, args.out, args.target, module_of_name)
+    status = report(results, triage, time.monotonic() - started, args.out, args.target, module_of_name)
+    if args.prune_stale:
+        stale = json.loads((args.out / "mutation.json").read_text(encoding="utf-8"))["stale_triage"]
+        print(f"pruned {prune_triage(TRIAGE, stale)} stale triage entries from {TRIAGE}")
+    return status
 
 
 if __name__ == "__main__":

@@ -560,6 +560,23 @@ def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool:
     again.add_argument("--survivors", action="store_true",
                        help=f"run again only {survivors_help}, against the rows and harness as they are now (after a "
                             "change to them); its kills stand")
+    parser.add_argument("--prune-stale", action="store_true",
+                        help="after the report, remove from the triage files the entries it lists as stale (their "
+                             "mutants no longer survive)")
+
+
+def prune_triage(directory: Path, names: list[str]) -> int:
+    """Remove the ``[[mutant]]`` entries named ``names`` from every ``<module>.toml`` of ``directory``, keeping
+    every other line as it was (comments, order); returns how many entries it removed."""
+    wanted = set(names)
+    removed = 0
+    for path in sorted(directory.glob("*.toml")):
+        head, *blocks = re.split(r"^\[\[mutant\]\]\n", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
+        kept = [b for b in blocks if tomllib.loads(b).get("name") not in wanted]
+        if len(kept) != len(blocks):
+            removed += len(blocks) - len(kept)
+            path.write_text(head + "".join("[[mutant]]\n" + b for b in kept).rstrip("\n") + "\n", encoding="utf-8")
+    return removed
 
 
 def report(results: list[MutantResult], triage: dict[str, dict[str, str]], elapsed: float, out: Path,
