@@ -545,17 +545,22 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
     """Whether each client's API told its caller of the errors the broker sent it, as the wire gives them
     (``frames``, ``told``: per role, the connection's frames and :func:`told_errors`).
 
-    Every detach, end and close from the broker that carries an error must be told at least once, at that
-    scope (detach: link, end: session, close: connection; the command it failed or an ``error`` event), with
-    the error's condition (the symbol as text); a description the API gives must be the wire's. And an error
-    with a condition that the API told must be one the broker sent, at that scope: an API that reports a
-    condition nobody sent misleads its caller as much as one that drops the broker's.
+    Every detach, end and close from the broker that carries an error, up to its close (a frame after it is
+    the broker's fault, and the row's ``errors`` judges it), must be told at least once, at that scope
+    (detach: link, end: session, close: connection; the command it failed or an ``error`` event), with the
+    error's condition (the symbol as text); a description the API gives must be the wire's. And an error with
+    a condition that the API told must be one the broker sent, at that scope: an API that reports a condition
+    nobody sent misleads its caller as much as one that drops the broker's.
     """
     lines: list[str] = []
     for role in ("sender", "receiver"):
-        sent = [{"scope": ERROR_SCOPES[e["performative"]], **e} for e in _errors(frames.get(role, []), "in")]
+        connection = frames.get(role, [])
+        sent = [{"scope": ERROR_SCOPES[e["performative"]], **e} for e in _errors(connection, "in")]
+        closed_at = next((i for i, f in enumerate(connection) if f.direction == "in" and f.performative == "close"),
+                         len(connection))
+        before_close = _errors(connection[:closed_at + 1], "in")  # nothing may follow a close (2.4.3, 2.8.19)
         reports = told.get(role, [])
-        for error in sent:
+        for error in sent[:len(before_close)]:
             what = f"the broker's {error['performative']} with {error['condition']}"
             same_scope = [r for r in reports if r["scope"] == error["scope"]]
             matching = [r for r in same_scope if r["condition"] is not None and str(r["condition"]) == str(

@@ -451,8 +451,8 @@ class ShimHandler(MessagingHandler):
         answered = any(isinstance(op, CloseOp) for op in self.pending)
         self.progress()
         failed_any = self.fail(None, amqp_error("connection", condition))
-        if not answered and not failed_any:
-            self.report_end("connection", condition)
+        if not failed_any and (not answered or condition is not None):  # a close that answers ours may carry an
+            self.report_end("connection", condition)  # error too: proton tells it (remote_condition), so do we
         if condition is not None and condition.name == "amqp:connection:forced":
             conn.close()  # MessagingHandler's EndpointStateHandler leaves exactly this one unanswered
         self.retire(conn)
