@@ -791,8 +791,9 @@ func (s *shim) close(cmd *command) (obj, *failure) {
 	s.c = nil // link names from before are forgotten, whatever Close says
 	if c.session != nil {
 		// as an application closes what it began: Session.Close tells of an end the broker sent with an error
-		// (a *SessionError with RemoteErr), which nothing else in the API reports once no link call is waiting
-		ctx, cancel := context.WithTimeout(context.Background(), cmd.timeout())
+		// (a *SessionError with RemoteErr), which nothing else in the API reports once no link call is waiting;
+		// half the command's time, so that a broker that never answers the end leaves the connection's close time
+		ctx, cancel := context.WithTimeout(context.Background(), cmd.timeout()/2)
 		err := c.session.Close(ctx)
 		cancel()
 		var se *amqp.SessionError
