@@ -558,9 +558,10 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
         sent = [{"scope": ERROR_SCOPES[e["performative"]], **e} for e in _errors(connection, "in")]
         closed_at = next((i for i, f in enumerate(connection) if f.direction == "in" and f.performative == "close"),
                          len(connection))
-        before_close = _errors(connection[:closed_at + 1], "in")  # nothing may follow a close (2.4.3, 2.8.19)
+        # nothing may follow the broker's close (2.4.3, 2.8.19): the errors up to it are the ones to be told
+        required = sent[:len(_errors(connection[:closed_at + 1], "in"))]
         reports = told.get(role, [])
-        for error in sent[:len(before_close)]:
+        for error in required:
             what = f"the broker's {error['performative']} with {error['condition']}"
             same_scope = [r for r in reports if r["scope"] == error["scope"]]
             matching = [r for r in same_scope if r["condition"] is not None and str(r["condition"]) == str(
@@ -601,9 +602,9 @@ def credit_disagreements(sending: list[Frame]) -> list[str]:
     """
     attach = client_attach(sending, "sender")
     initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
+    starts = {id(f) for f in delivery_starts(sending, "out")}  # a continuation uses no credit of its own
     allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
     sent = 0
-    continuing = False
     for frame in sending:
         if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") is not None:
             credit = frame.fields.get("link-credit")
@@ -612,13 +613,11 @@ def credit_disagreements(sending: list[Frame]) -> list[str]:
             count = frame.fields.get("delivery-count")
             seen = 0 if count is None else (int(count) - initial) % 2**32  # RFC-1982 serial numbers (2.6.7)
             allowed = seen + int(credit) if allowed is None else max(allowed, seen + int(credit))
-        elif frame.direction == "out" and frame.performative == "transfer":
-            if not continuing:
-                sent += 1
-                if allowed is None or sent > allowed:
-                    granted = "no flow of the broker's had given it credit" if allowed is None else \
-                        f"the broker's flows had allowed {allowed} deliveries"
-                    return [f"the sending client sent delivery {sent} of its link beyond the credit the broker gave "
-                            f"it ({granted}; AMQP 1.0 2.6.7)"]
-            continuing = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
+        elif id(frame) in starts:
+            sent += 1
+            if allowed is None or sent > allowed:
+                granted = "no flow of the broker's had given it credit" if allowed is None else \
+                    f"the broker's flows had allowed {allowed} deliveries"
+                return [f"the sending client sent delivery {sent} of its link beyond the credit the broker gave "
+                        f"it ({granted}; AMQP 1.0 2.6.7)"]
     return []
