@@ -77,32 +77,54 @@ def delivery_starts(frames: list[Frame], direction: str) -> list[Frame]:
     return [transfers[0] for transfers in deliveries(frames, direction)]
 
 
-def link_view(frames: list[Frame], client_role: str, index: int = 0) -> LinkView:
-    """The client's link of ``client_role`` ("sender" or "receiver") on one connection, its delivery ``index``
-    (0: the first) and the dispositions covering it on the link's session (matched by role and delivery-id)."""
+@dataclass(frozen=True)
+class ConnectionFrames:
+    """One connection's frames and what every delivery of its client's link shares, found once: the client's
+    attach of ``role`` and the broker's answering it (matched by link name), the first transfer of each
+    delivery (:func:`delivery_starts`), the dispositions, and the error frames of each end."""
+
+    frames: list[Frame]
+    role: str
+    attach: Frame | None
+    starts: list[Frame]
+    dispositions: list[Frame]
+    errors: list[dict[str, Any]]
+    client_errors: list[dict[str, Any]]
+
+
+def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames:
+    """``frames`` of the connection whose client holds a link of ``client_role`` ("sender" or "receiver"),
+    indexed once for the views of its deliveries (:func:`link_view`)."""
     ours = client_attach(frames, client_role)
-    answer = None
-    transfer = None
-    if ours is not None:
-        answer = next((f for f in frames if f.direction == "in" and f.performative == "attach"
-                       and f.fields.get("name") == ours.fields.get("name")), None)
-        starts = delivery_starts(frames, "out" if client_role == "sender" else "in")
-        transfer = starts[index] if index < len(starts) else None
+    answer = None if ours is None else next(
+        (f for f in frames if f.direction == "in" and f.performative == "attach"
+         and f.fields.get("name") == ours.fields.get("name")), None)
+    starts = [] if ours is None else delivery_starts(frames, "out" if client_role == "sender" else "in")
+    return ConnectionFrames(frames, client_role, answer, starts,
+                            [f for f in frames if f.performative == "disposition"],
+                            _errors(frames, "in"), _errors(frames, "out"))
+
+
+def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
+    """The connection's client link, its delivery ``index`` (0: the first) and the dispositions covering it on
+    the link's session (matched by role and delivery-id)."""
+    client_role = connection.role
+    transfer = connection.starts[index] if index < len(connection.starts) else None
     broker_dispositions: list[Frame] = []
     client_dispositions: list[Frame] = []
     if transfer is not None and transfer.fields.get("delivery-id") is not None:
         delivery_id = int(transfer.fields["delivery-id"])
         # the peer's channel numbers differ per direction; a disposition is matched by its role and range
         other_role = "receiver" if client_role == "sender" else "sender"
-        for frame in frames:
-            if frame.performative != "disposition" or not _covers(frame, delivery_id):
+        for frame in connection.dispositions:
+            if not _covers(frame, delivery_id):
                 continue
             if frame.direction == "in" and frame.fields.get("role") == other_role:
                 broker_dispositions.append(frame)
             elif frame.direction == "out" and frame.fields.get("role") == client_role:
                 client_dispositions.append(frame)
-    return LinkView(answer, transfer, broker_dispositions, client_dispositions, _errors(frames, "in"),
-                    _errors(frames, "out"))
+    return LinkView(connection.attach, transfer, broker_dispositions, client_dispositions, connection.errors,
+                    connection.client_errors)
 
 
 def _errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
@@ -193,18 +215,45 @@ def _ordering(view: LinkView) -> dict[str, Any] | None:
             "client-settled": _settled_at(view.client_dispositions) is not None}
 
 
+@dataclass(frozen=True)
+class CellFrames:
+    """Both connections of a cell, indexed once (:func:`connection_frames`), with the observations that do not
+    depend on which delivery is looked at."""
+
+    sending: ConnectionFrames
+    receiving: ConnectionFrames
+    sender_tags: dict[str, int]
+    client_closed: dict[str, bool]
+    client_terminus: dict[str, bool | None]
+
+
+def cell_frames(sending: list[Frame], receiving: list[Frame]) -> CellFrames:
+    """The cell's two connections (the sending client's frames, the receiving client's), indexed once."""
+    return CellFrames(connection_frames(sending, "sender"), connection_frames(receiving, "receiver"),
+                      delivery_tags(sending, "sender"),
+                      {"sender": client_closed(sending), "receiver": client_closed(receiving)},
+                      {"sender": client_terminus(sending, "sender"),
+                       "receiver": client_terminus(receiving, "receiver")})
+
+
 def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dict[str, Any]:
     """The cell's observations (:data:`.interop_scenarios.CROSSING`'s) from both connections' frames, of the
     delivery ``index`` on each link (0: the first, which a row's expectation judges)."""
-    sent = link_view(sending, "sender", index)
-    got = link_view(receiving, "receiver", index)
+    return observations(cell_frames(sending, receiving), index)
+
+
+def observations(cell: CellFrames, index: int = 0) -> dict[str, Any]:
+    """:func:`observe` over a cell indexed once, so that looking at each of its deliveries in turn costs one
+    pass over the dispositions, not over every frame."""
+    sent = link_view(cell.sending, index)
+    got = link_view(cell.receiving, index)
     client_settled = _settled_at(got.client_dispositions)
     broker_settled = _settled_at(got.broker_dispositions)
     delivered_settled = bool(got.transfer is not None and got.transfer.fields.get("settled"))
     return {
         "sender_attach": _kept(sent.attach) if sent.attach else None,
         "sender_transfer": _kept(sent.transfer) if sent.transfer else None,
-        "sender_tags": delivery_tags(sending, "sender"),
+        "sender_tags": dict(cell.sender_tags),
         "sender_answers": [_kept(f) for f in sent.broker_dispositions],
         "sender_settles": [_kept(f) for f in sent.client_dispositions],
         "sender_settled_early": _settled_before(sent.client_dispositions, _final_at(sent.broker_dispositions)),
@@ -219,9 +268,8 @@ def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dic
                   + [{"connection": "receiver", **e} for e in got.errors],
         "client_errors": [{"connection": "sender", **e} for e in sent.client_errors]
                          + [{"connection": "receiver", **e} for e in got.client_errors],
-        "client_closed": {"sender": client_closed(sending), "receiver": client_closed(receiving)},
-        "client_terminus": {"sender": client_terminus(sending, "sender"),
-                            "receiver": client_terminus(receiving, "receiver")},
+        "client_closed": dict(cell.client_closed),
+        "client_terminus": dict(cell.client_terminus),
     }
 
 
@@ -501,12 +549,13 @@ def every_delivery_disagreements(sending: list[Frame], receiving: list[Frame], r
                 len(transfers["receiver"]), 1)
     lines: list[str] = []
     told_per_delivery: list[dict[str, Any]] = []
+    cell = cell_frames(sending, receiving)
     for index in range(count):
         told = {role: reports[role][index] for role in ("sender", "receiver") if index < len(reports[role])}
         remote = {role: told_remote_settled(report, events[role], links[role]) for role, report in told.items()}
         local = {role: told_locally_settled(report, events[role], links[role]) for role, report in told.items()}
         told_per_delivery.append({"remote": remote, "local": local})
-        observed = observe(sending, receiving, index)
+        observed = observations(cell, index)
         found = report_disagreements(observed, told.get("sender"), told.get("receiver"), tells_fields)
         found += settlement_disagreements(observed, remote, settlement_claims)
         found += second_settlement_disagreements(remote, local)
