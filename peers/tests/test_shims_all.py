@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from amqp_conformance.peers.reference.broker import Broker
+from amqp_conformance.peers.reference.conformant_variants import CreditOnce
 from amqp_conformance.peers.reference.server import ReferenceServer
 from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import ShimProcess, ShimUnavailable, discover, ensure_built
@@ -80,3 +81,34 @@ def test_a_shim_sends_and_receives_through_the_relay_and_the_relay_sees_its_fram
         "the receiving client's accepted disposition"
     broker_answers = [f for f in frames if f.direction == "in" and f.performative == "disposition"]
     assert any(f.fields["settled"] for f in broker_answers), "the broker settled the client's transfer"
+
+
+def test_rhea_hands_a_message_to_its_sender_only_while_sendable_says_it_may(cache: Path, tmp_path: Path) -> None:
+    """rhea's shim sends the way rhea's examples do, while ``sender.sendable()`` is true and again on the
+    ``sendable`` event, so the grid judges what rhea's API says of credit: against a broker that grants one
+    credit and never more, the first message goes and the second is never handed to rhea, and its report says
+    why. (A shim that handed every message to ``Sender.send`` at once would report the second with a tag,
+    queued inside rhea.)"""
+    try:
+        home = ensure_built(SHIMS["rhea"], cache)
+    except ShimUnavailable as exc:
+        if REQUIRED:
+            pytest.fail(f"AMQP_CONFORMANCE_REQUIRE_SHIMS=1 and {exc}")
+        pytest.skip(str(exc))
+    server = ReferenceServer(CreditOnce()).start()
+    try:
+        with ShimProcess(SHIMS["rhea"], home, stderr_path=tmp_path / "stderr.log") as shim:
+            url = f"amqp://127.0.0.1:{server.port}"
+            assert shim.request("connect", 30, url=url, container_id="interop-rhea-credit", timeout_ms=10000)["ok"]
+            assert shim.request("attach", 20, link="s1", role="sender", address="q.shims.credit-once",
+                                snd_settle_mode="unsettled", rcv_settle_mode="first", timeout_ms=10000)["ok"]
+            sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False},
+                                                                 {"body": "m2", "settled": False}], timeout_ms=1000)
+            assert shim.request("close", 20, timeout_ms=10000)["ok"]
+    finally:
+        server.stop()
+    first, second = sent["deliveries"]
+    assert first["remote_state"] == {"type": "accepted"}, first
+    assert first["api"].startswith("Sender.sendable() true, Sender.send() returned"), first
+    assert (second["index"], second["tag"], second["remote_state"]) == (1, None, None), second
+    assert second["api"] == "not sent: Sender.sendable() false and no 'sendable' event within 1000 ms", second

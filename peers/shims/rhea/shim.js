@@ -327,6 +327,7 @@ function linkEvents(cyc, ls) {
     link.on('settled', (context) => senderUpdate(ls, context.delivery, "sender 'settled' event"));
     // credit lets rhea write queued transfers (pre-settled ones raise no event of their own)
     link.on('sender_flow', () => { if (ls.sendWaiter) setImmediate(ls.sendWaiter.check); });
+    link.on('sendable', () => { if (ls.sendWaiter) ls.sendWaiter.sendable(); });
   } else {
     link.on('message', (context) => {
       ls.buffer.push({ message: context.message, delivery: context.delivery });
@@ -485,7 +486,6 @@ async function cmdSend(cmd) {
   const sender = ls.link;
   const snd = sender.local.attach.snd_settle_mode;
   const messages = cmd.messages || [];
-  const deliveries = [];
   const presettled = new Set();
   // rhea settles a send only through the link's sender settle mode: Sender.send() marks the delivery
   // settled when snd_settle_mode is settled (1) and never otherwise; there is no per-message choice
@@ -499,23 +499,42 @@ async function cmdSend(cmd) {
   if (snd !== 1 && messages.some((m) => m.settled)) {
     throw new ShimError({ kind: 'unsupported', description: 'rhea sends a message pre-settled only on a link attached with snd_settle_mode settled (Sender.send); it has no per-message settled send on a ' + (snd === 0 ? 'unsettled' : 'mixed') + ' link' });
   }
-  for (let i = 0; i < messages.length; i++) {
-    const m = messages[i];
-    const d = sender.send({ body: m.body });
-    const rec = { index: i, calls: ['Sender.send() returned'], events: [], replied: false };
-    if (m.settled) {
-      rec.calls = ['Sender.send() returned (snd_settle_mode settled: rhea sends it settled)'];
+  // rhea's way to send within the broker's credit (its examples' 'sendable' handler): hand a message to
+  // Sender.send only while sender.sendable() says the link may send, and go on at the 'sendable' event
+  // rhea raises when a flow (or a freed outgoing buffer) lets it send again. rhea takes a credit when it
+  // writes the transfer, on a later tick, so the shim hands over one message and looks again after that.
+  const deliveries = [];
+  let scheduled = false;
+  let stopped = false;
+  const pump = () => {
+    scheduled = false;
+    if (stopped || deliveries.length >= messages.length || !sender.sendable()) return;
+    const i = deliveries.length;
+    const d = sender.send({ body: messages[i].body });
+    const rec = { index: i, calls: ['Sender.sendable() true, Sender.send() returned'], events: [], replied: false };
+    if (messages[i].settled) {
+      rec.calls = ['Sender.sendable() true, Sender.send() returned (snd_settle_mode settled: rhea sends it settled)'];
       rec.presettled = true;
       presettled.add(d);
     }
     ls.sent.set(d, rec);
     deliveries.push(d);
-  }
+    // rhea writes the transfer on the next tick (a pre-settled one is then complete, with no event)
+    if (ls.sendWaiter) setImmediate(ls.sendWaiter.check);
+    schedulePump();
+  };
+  const schedulePump = () => {
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(pump);
+    }
+  };
   const cyc = cycle;
   return await new Promise((resolve) => {
     let t = null;
     const finish = (error) => {
       clearTimeout(t);
+      stopped = true;
       ls.sendWaiter = null;
       cyc.waiters.delete(waiter);
       const reports = deliveries.map((d) => {
@@ -524,11 +543,19 @@ async function cmdSend(cmd) {
         if (!presettled.has(d) && !sendDone(d) && error) rec.events.push(error);
         return sendReport(d, rec);
       });
+      // a message the shim never handed to rhea: sendable() stayed false until the command ended
+      for (let i = deliveries.length; i < messages.length; i++) {
+        reports.push({
+          index: i, tag: null, remote_state: null, remote_settled: false, locally_settled: false,
+          api: 'not sent: Sender.sendable() false and no \'sendable\' event' + (error ? ', then ' + error : ' within ' + cmd.timeout_ms + ' ms'),
+        });
+      }
       resolve({ deliveries: reports });
     };
     let finished = false;
     const check = () => {
       if (finished) return;
+      if (deliveries.length < messages.length) return;
       // A pre-settled delivery has reached all it will once rhea has written its transfer
       // (rhea then marks it remote_settled itself); an unsettled one once the peer settled it
       // or gave it a terminal outcome.
@@ -545,6 +572,9 @@ async function cmdSend(cmd) {
     const waiter = {
       session: sender.session,
       check: check,
+      sendable: () => {
+        if (!finished) schedulePump();
+      },
       fail: (err) => {
         if (finished) return;
         finished = true;
@@ -564,8 +594,8 @@ async function cmdSend(cmd) {
       }
       finish(null);
     }, cmd.timeout_ms);
-    // rhea writes transfers on the next tick; pre-settled ones are complete after that.
-    setImmediate(check);
+    pump();
+    setImmediate(check); // a send of no messages is done at once
   });
 }
 
