@@ -42,8 +42,8 @@ CROSSING = Scenario(
         "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
         "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
-        "provocation": ("none", "report-received", "deny-subscribe"),  # asked of the broker's admin for the cell's
-        # node first (a broker whose admin cannot: UNSUPPORTED)
+        # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
+        "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
     },

@@ -172,6 +172,7 @@ class Broker(UmRules):
         self.failing_transforms: set[str] = set()  # nodes whose UM transformer yields null
         self.init_um()  # ACL, provoked faults, transactions (um_rules.py)
         self.withheld_credit: set[str] = set()  # nodes whose publishers get no credit (admin provocation)
+        self.single_credit: set[str] = set()  # nodes whose publishers get one credit at a time (admin provocation)
         self.provoked_outcomes: dict[str, str] = {}  # node -> outcome every publish gets (admin provocation)
         # keyed by the connection object, not its id(): a key keeps its connection alive, so a later connection
         # can never inherit a departed one's entries by reusing its id
@@ -220,9 +221,16 @@ class Broker(UmRules):
         """Give the publishers' links that used half their credit (or all of a credit of one) their credit back
         (:attr:`publisher_credit`)."""
         for link in connection.credit_due:
-            if link.credit < max(1, self.publisher_credit // 2) and link.state & Endpoint.LOCAL_ACTIVE:
-                link.flow(self.publisher_credit - link.credit)
+            credit = self.credit_for(link)
+            if link.credit < max(1, credit // 2) and link.state & Endpoint.LOCAL_ACTIVE:
+                link.flow(credit - link.credit)
         connection.credit_due.clear()
+
+    def credit_for(self, link: Link) -> int:
+        """The credit a publisher's ``link`` is given and topped up to: :attr:`publisher_credit`, or 1 on a node
+        whose publishers get one credit at a time (admin provocation; 2.6.7 lets a receiver set the credit as it
+        likes)."""
+        return 1 if (link.remote_target.address or "") in self.single_credit else self.publisher_credit
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
         conn = event.connection
@@ -250,7 +258,7 @@ class Broker(UmRules):
         else:
             link.open()
             if (link.remote_target.address or "") not in self.withheld_credit:
-                link.flow(self.publisher_credit)
+                link.flow(self.credit_for(link))
 
     def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
         address = link.remote_source.address or ""
