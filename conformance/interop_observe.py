@@ -533,23 +533,23 @@ def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, 
     return lines
 
 
-def every_delivery_disagreements(sending: list[Frame], receiving: list[Frame], reports: dict[str, list[dict[str, Any]]],
+def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[str, Any]]],
                                  events: dict[str, list[dict[str, Any]]], links: dict[str, str], tells_fields: bool,
                                  settlement_claims: dict[str, bool]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Every delivery of the cell held to what the clients told of it, not only the first, which the row's
-    expectation reads: for each delivery index (the most that either link carried or either client reported),
-    :func:`report_disagreements`, :func:`settlement_disagreements`, :func:`second_settlement_disagreements` and
-    :func:`arrival_disagreements` over that delivery's frames (:func:`observe` of the index), its reports
+    """Every delivery of the cell (its two connections, indexed once: :func:`cell_frames`) held to what the
+    clients told of it, not only the first, which the row's expectation reads: for each delivery index (the most
+    that either link carried or either client reported), :func:`report_disagreements`,
+    :func:`settlement_disagreements`, :func:`second_settlement_disagreements` and :func:`arrival_disagreements`
+    over that delivery's frames (:func:`observations` of the index), its reports
     (``reports``: per role, the reply's delivery reports in order) and the later ``delivery-update`` events of it
     (``events``: per role; ``links``: per role, the link's name). A line about a delivery after the first names it.
     Returns the lines and, per index, what each client last told (``remote``: :func:`told_remote_settled`,
     ``local``: :func:`told_locally_settled`, per role that reported the delivery)."""
-    transfers = {"sender": deliveries(sending, "out"), "receiver": deliveries(receiving, "in")}
+    transfers = {"sender": deliveries(cell.sending.frames, "out"), "receiver": deliveries(cell.receiving.frames, "in")}
     count = max(len(reports["sender"]), len(reports["receiver"]), len(transfers["sender"]),
                 len(transfers["receiver"]), 1)
     lines: list[str] = []
     told_per_delivery: list[dict[str, Any]] = []
-    cell = cell_frames(sending, receiving)
     for index in range(count):
         told = {role: reports[role][index] for role in ("sender", "receiver") if index < len(reports[role])}
         remote = {role: told_remote_settled(report, events[role], links[role]) for role, report in told.items()}

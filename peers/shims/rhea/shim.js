@@ -505,10 +505,10 @@ async function cmdSend(cmd) {
   // writes the transfer, on a later tick, so the shim hands over one message and looks again after that.
   const deliveries = [];
   let scheduled = false;
-  let stopped = false;
+  let finished = false; // the command has replied: nothing more is handed over
   const pump = () => {
     scheduled = false;
-    if (stopped || deliveries.length >= messages.length || !sender.sendable()) return;
+    if (finished || deliveries.length >= messages.length || !sender.sendable()) return;
     const i = deliveries.length;
     const d = sender.send({ body: messages[i].body });
     const rec = { index: i, calls: ['Sender.sendable() true, Sender.send() returned'], events: [], replied: false };
@@ -534,7 +534,6 @@ async function cmdSend(cmd) {
     let t = null;
     const finish = (error) => {
       clearTimeout(t);
-      stopped = true;
       ls.sendWaiter = null;
       cyc.waiters.delete(waiter);
       const reports = deliveries.map((d) => {
@@ -552,7 +551,6 @@ async function cmdSend(cmd) {
       }
       resolve({ deliveries: reports });
     };
-    let finished = false;
     const check = () => {
       if (finished) return;
       if (deliveries.length < messages.length) return;
