@@ -137,17 +137,20 @@ def _errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
             and f.fields.get("error")]
 
 
-def delivery_tags(frames: list[Frame], client_role: str) -> dict[str, int]:
-    """On the link of ``client_role``: how many deliveries it carried (:func:`delivery_starts`) and how many
-    ``clashes``: a delivery whose tag (its first transfer's) is the tag of a delivery of the link that was
-    still unsettled when it began. A delivery is settled once a transfer or disposition covering it says
-    settled, whichever end sent it: frames of a connection are processed in order, so the other end has
-    settled too before it reads anything sent after (AMQP 1.0 2.6.12: a tag is unique among all deliveries
-    either end could consider unsettled; 004, pn_delivery: among the delivery objects the link holds)."""
+def link_settlement(frames: list[Frame], client_role: str) -> dict[str, Any]:
+    """On the link of ``client_role``, walked once: how many deliveries it carried (:func:`delivery_starts`), how
+    many ``clashes`` (a delivery whose tag, its first transfer's, is the tag of a delivery of the link that was
+    still unsettled when it began) and ``unsettled_at_detach``: how many of its deliveries were still unsettled
+    when the client wrote its first detach (None when it wrote none). A delivery is settled once a transfer or
+    disposition covering it says settled, whichever end sent it: frames of a connection are processed in order,
+    so the other end has settled too before it reads anything sent after (AMQP 1.0 2.6.12: a tag is unique
+    among all deliveries either end could consider unsettled; 004, pn_delivery: among the delivery objects the
+    link holds; 2.6.6: a closed link's endpoint is destroyed with whatever it still held unsettled)."""
     sending = "out" if client_role == "sender" else "in"
     starts = {id(frame) for frame in delivery_starts(frames, sending)}
     unsettled: dict[int, Any] = {}
     deliveries, clashes, last = 0, 0, None
+    at_detach: int | None = None
     for frame in frames:
         fields = frame.fields
         if frame.performative == "transfer" and frame.direction == sending:
@@ -163,7 +166,20 @@ def delivery_tags(frames: list[Frame], client_role: str) -> dict[str, int]:
             for delivery_id in list(unsettled):
                 if _covers(frame, delivery_id):
                     del unsettled[delivery_id]
-    return {"deliveries": deliveries, "clashes": clashes}
+        elif frame.performative == "detach" and frame.direction == "out" and at_detach is None:
+            at_detach = len(unsettled)
+    return {"deliveries": deliveries, "clashes": clashes, "unsettled_at_detach": at_detach}
+
+
+def link_closes(frames: list[Frame]) -> list[dict[str, Any]]:
+    """Every detach on one connection (each carries one link), in order: who wrote it (``client`` or
+    ``broker``), its ``closed`` flag as the wire has it (absent: false, its default, AMQP 1.0 2.7.6 detach) and
+    its error ``condition`` (None when it carries no error). A client closes its link with a detach closed=true;
+    the broker then destroys its endpoint and answers with its own detach closed=true (2.6.6)."""
+    return [{"by": "client" if f.direction == "out" else "broker",
+             "closed": False if f.fields.get("closed") is None else f.fields["closed"],
+             "condition": (f.fields.get("error") or {}).get("condition")}
+            for f in frames if f.performative == "detach"]
 
 
 def client_closed(frames: list[Frame]) -> bool:
@@ -225,15 +241,20 @@ class CellFrames:
     sender_tags: dict[str, int]
     client_closed: dict[str, bool]
     client_terminus: dict[str, bool | None]
+    link_closes: dict[str, list[dict[str, Any]]]
+    unsettled_at_detach: dict[str, int | None]
 
 
 def cell_frames(sending: list[Frame], receiving: list[Frame]) -> CellFrames:
     """The cell's two connections (the sending client's frames, the receiving client's), indexed once."""
+    sent, got = link_settlement(sending, "sender"), link_settlement(receiving, "receiver")
     return CellFrames(connection_frames(sending, "sender"), connection_frames(receiving, "receiver"),
-                      delivery_tags(sending, "sender"),
+                      {"deliveries": sent["deliveries"], "clashes": sent["clashes"]},
                       {"sender": client_closed(sending), "receiver": client_closed(receiving)},
                       {"sender": client_terminus(sending, "sender"),
-                       "receiver": client_terminus(receiving, "receiver")})
+                       "receiver": client_terminus(receiving, "receiver")},
+                      {"sender": link_closes(sending), "receiver": link_closes(receiving)},
+                      {"sender": sent["unsettled_at_detach"], "receiver": got["unsettled_at_detach"]})
 
 
 def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dict[str, Any]:
@@ -270,6 +291,8 @@ def observations(cell: CellFrames, index: int = 0) -> dict[str, Any]:
                          + [{"connection": "receiver", **e} for e in got.client_errors],
         "client_closed": dict(cell.client_closed),
         "client_terminus": dict(cell.client_terminus),
+        "link_closes": {role: list(closes) for role, closes in cell.link_closes.items()},
+        "unsettled_at_detach": dict(cell.unsettled_at_detach),
     }
 
 
@@ -670,3 +693,74 @@ def credit_disagreements(sending: list[Frame]) -> list[str]:
                 return [f"the sending client sent delivery {sent} of its link beyond the credit the broker gave "
                         f"it ({granted}; AMQP 1.0 2.6.7)"]
     return []
+
+
+def answering_detach(frames: list[Frame]) -> Frame | None:
+    """The broker's detach answering the client's first on one connection (the broker's first detach after it);
+    None when the client wrote none or the broker did not answer."""
+    asked = False
+    for frame in frames:
+        if frame.performative == "detach":
+            if frame.direction == "out":
+                asked = True
+            elif asked:
+                return frame
+    return None
+
+
+CLOSE_TOLD_MARGIN_NS = 200_000_000  # how long an answer must have been on the wire before an API that gave up
+
+
+def close_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: dict[str, list[Frame]],
+                        replied_ns: dict[str, int]) -> list[str]:
+    """Where a client's API told its caller of its link's close other than the wire says, one line each
+    (``replies``: the cell's ``(role, op, reply)``; ``frames``: each connection's, by role; ``replied_ns``: when
+    each role's detach reply came, on the frames' clock). A ``detach`` command is answered once the broker's
+    detach came (peers/shims/README.md; AMQP 1.0 2.6.6: the partner answers a detach with its own, closed set).
+    So a reply that it succeeded while the broker wrote no answering detach is a disagreement; so is one that it
+    timed out or threw though the broker's answer had closed the link :data:`CLOSE_TOLD_MARGIN_NS` before it
+    (an answer that came later, or that left closed out and so only detached the link, leaves a library that
+    gave up, or goes on waiting for the close, in the right); and so is a reply's ``remote_closed`` other than
+    the answering detach's closed flag. A reply with an AMQP error is held to the wire with the other errors
+    (:func:`error_report_disagreements`)."""
+    lines = []
+    for role, op, reply in replies:
+        if op != "detach":
+            continue
+        answer = answering_detach(frames.get(role, []))
+        closed = None if answer is None else bool(answer.fields.get("closed"))
+        client = f"the {role} client"
+        error = reply.get("error") or {}
+        if reply.get("ok") and answer is None:
+            lines.append(f"{client}: its API told its link closed, and the broker wrote no detach answering the "
+                         "client's (AMQP 1.0 2.6.6)")
+        elif (not reply.get("ok") and error.get("kind") != "amqp" and answer is not None and closed
+              and answer.t_ns + CLOSE_TOLD_MARGIN_NS < replied_ns.get(role, 0)):
+            lines.append(f"{client}: its API told the close of its link failed ({error.get('kind')}: "
+                         f"{error.get('description')}), yet the broker's detach had closed the link "
+                         f"{(replied_ns[role] - answer.t_ns) / 1e6:.0f} ms before")
+        elif reply.get("ok") and reply.get("remote_closed") is not None and answer is not None \
+                and bool(reply["remote_closed"]) != closed:
+            lines.append(f"{client}: its API gave the broker's detach as closed={reply['remote_closed']!r}, the "
+                         f"wire carries closed={closed!r}")
+    return lines
+
+
+def unasked_close_disagreements(frames: dict[str, list[Frame]], asked_ns: dict[str, int]) -> list[str]:
+    """Where a client's library closed its connection on its own, one line each (``frames``: each connection's,
+    by role; ``asked_ns``: when each role's shim was asked to close, on the frames' clock): a ``close`` the client
+    wrote before its shim was asked to close and before the broker's close (which it may answer, 2.4.3). A shim
+    does only what it is told (peers/shims/README.md), so such a close is the library's own act, over the head
+    of the application that had not asked for it (a broker's error on a link or a session leaves the connection
+    to the application)."""
+    lines = []
+    for role, connection in frames.items():
+        ours = next((f for f in connection if f.direction == "out" and f.performative == "close"), None)
+        if ours is None or role not in asked_ns or ours.t_ns >= asked_ns[role]:
+            continue
+        theirs = next((f for f in connection if f.direction == "in" and f.performative == "close"), None)
+        if theirs is None or theirs.t_ns > ours.t_ns:
+            condition = (ours.fields.get("error") or {}).get("condition")
+            lines.append(f"the {role} client: its library closed its connection before it was asked to and before "
+                         f"the broker closed it ({'no error' if condition is None else condition})")
+    return lines

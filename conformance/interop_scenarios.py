@@ -46,10 +46,12 @@ CROSSING = Scenario(
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
+        "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
+        # the receiving client's first, before it closes its connection
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
-              "provocation": "none", "drip_bytes": 0},
+              "provocation": "none", "drip_bytes": 0, "close_links": False},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
@@ -70,6 +72,10 @@ CROSSING = Scenario(
         "client_closed",  # whether each client wrote its close on its connection (2.4.3), by connection
         "client_terminus",  # whether each client's own attach carries the terminus its link needs (2.7.3): the
         # sending client's a source, the receiving client's a target
+        "link_closes",  # each connection's detach frames in order, by connection: who wrote each (client or
+        # broker), its closed flag (absent: false) and its error condition
+        "unsettled_at_detach",  # how many of each client's deliveries were unsettled on the wire when it wrote
+        # its first detach (null: it wrote none), by connection
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null

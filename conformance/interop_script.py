@@ -10,6 +10,7 @@ the row replies ``unsupported``: the cell is then :class:`CellUnsupported`, neve
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,6 +18,10 @@ from typing import Any, Protocol
 from amqp_conformance.peers.shimrun.errors import ShimError
 
 LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim contract, by role
+# how long a client is given to close its link: the broker's answer to a detach is a reply to one frame (a local
+# broker's comes within milliseconds), and a library that waits for a closing detach the broker never sends
+# (go-amqp against a broker that only detaches) would otherwise cost the cell's whole time-out
+DETACH_TIMEOUT_S = 2.0
 
 
 class Shim(Protocol):
@@ -46,6 +51,8 @@ class CellRun:
     receive_reply: dict[str, Any] | None = None
     replies: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (role, op, reply)
     stopped: str | None = None
+    detach_replied_ns: dict[str, int] = field(default_factory=dict)  # when each role's detach reply came (monotonic)
+    close_asked_ns: dict[str, int] = field(default_factory=dict)  # when each role's shim was asked to close
     close_failures: list[str] = field(default_factory=list)  # a shim that died, hung or broke its contract in close
 
 
@@ -63,14 +70,15 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
                  tag: str | None = None) -> CellRun:
     """Run the row's exchange; raises :class:`CellUnsupported` when a shim cannot express it. A failure of the
     broker (a refused attach, an error) ends the run early with ``stopped`` set; the frames tell the rest.
-    ``tag``: the clients open with container-ids ``interop-r-TAG`` and ``interop-s-TAG`` (so the interposer's
-    connections can be told apart)."""
+    With the row's ``close_links`` each client then closes its link (the receiving one first, each given
+    :data:`DETACH_TIMEOUT_S`) before its connection. ``tag``: the clients open with container-ids
+    ``interop-r-TAG`` and ``interop-s-TAG`` (so the interposer's connections can be told apart)."""
     run = CellRun()
     timeout_ms = int(timeout_s * 1000)
     tag = tag or uuid.uuid4().hex[:8]
 
-    def ask(party: str, shim: Shim, op: str, **fields: Any) -> dict[str, Any]:
-        reply = shim.request(op, timeout_s + 5, timeout_ms=timeout_ms, **fields)
+    def ask(party: str, shim: Shim, op: str, wait_s: float = timeout_s, **fields: Any) -> dict[str, Any]:
+        reply = shim.request(op, wait_s + 5, timeout_ms=int(wait_s * 1000), **fields)
         run.replies.append((party, op, reply))
         if not reply.get("ok"):
             error = reply.get("error") or {}
@@ -106,12 +114,17 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         sending.join(timeout_s + 10)
         if failure:
             raise failure[0]
+        if given["close_links"]:  # each client closes its link before its connection: the receiving one first
+            for party, shim in (("receiver", receiver), ("sender", sender)):
+                ask(party, shim, "detach", min(timeout_s, DETACH_TIMEOUT_S), link=LINKS[party], close=True)
+                run.detach_replied_ns[party] = time.monotonic_ns()
     except CellStopped as exc:
         run.stopped = str(exc)
     finally:
         if sending is not None:
             sending.join(timeout_s + 10)  # one command at a time per shim: its send ends before its close
         for role, shim in (("sender", sender), ("receiver", receiver)):
+            run.close_asked_ns[role] = time.monotonic_ns()
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
                 run.replies.append((role, "close", reply))
