@@ -21,7 +21,7 @@ LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim 
 # how long a client is given to close its link: the broker's answer to a detach is a reply to one frame (a local
 # broker's comes within milliseconds), and a library that waits for a closing detach the broker never sends
 # (go-amqp against a broker that only detaches) would otherwise cost the cell's whole time-out
-DETACH_TIMEOUT_S = 2.0
+DETACH_TIMEOUT_S = 1.0
 
 
 class Shim(Protocol):
