@@ -151,10 +151,9 @@ def link_settlement(frames: list[Frame], client_role: str) -> dict[str, Any]:
     unsettled: dict[int, Any] = {}
     deliveries, clashes, last = 0, 0, None
     at_detach: int | None = None
-    # the two directions are merged by when the relay read each (clocks good to some 100 us), not by cause: the
-    # receiving end's settlement of a delivery can be stamped just before the delivery's own transfer, though it
-    # cannot have been sent before it arrived. Such a settlement is kept and applies when the delivery begins.
-    settled_ahead: list[Frame] = []
+    # the frames are in the order they reached the relay: each stamped with its packet's kernel receive time, the
+    # clocks converted to within some 5 us (peers/recvtime.py), far less than any reply's round trip, so a
+    # settlement never precedes the delivery it settles. One that covers a delivery not yet begun settles nothing
     for frame in frames:
         fields = frame.fields
         if frame.performative == "transfer" and frame.direction == sending:
@@ -164,16 +163,12 @@ def link_settlement(frames: list[Frame], client_role: str) -> dict[str, Any]:
                 deliveries += 1
                 clashes += tag in unsettled.values()
                 unsettled[last] = tag
-                if any(_covers(ahead, last) for ahead in settled_ahead):
-                    del unsettled[last]
             if fields.get("settled") and last is not None:
                 unsettled.pop(last, None)
         elif frame.performative == "disposition" and fields.get("settled"):
             for delivery_id in list(unsettled):
                 if _covers(frame, delivery_id):
                     del unsettled[delivery_id]
-            if frame.direction != sending:
-                settled_ahead = [*settled_ahead[-7:], frame]  # the last few suffice: the stamps are close
         elif frame.performative == "detach" and frame.direction == "out" and at_detach is None:
             at_detach = len(unsettled)
     return {"deliveries": deliveries, "clashes": clashes, "unsettled_at_detach": at_detach}

@@ -62,3 +62,39 @@ def test_every_frame_a_chunk_completes_carries_the_chunks_arrival_time():
     assert splitter.feed(EMPTY_FRAME[:5], t_ns=100) == []
     frames = splitter.feed(EMPTY_FRAME[5:] + EMPTY_FRAME, t_ns=200)
     assert [f.t_ns for f in frames] == [200, 200]  # a frame's time is the arrival of its last byte
+
+
+def _clocks(monkeypatch, real: list[int], mono: list[int]) -> None:
+    """Script the clocks recvtime reads: each call takes the next value."""
+    real_values, mono_values = iter(real), iter(mono)
+    monkeypatch.setattr(recvtime.time, "time_ns", lambda: next(real_values))
+    monkeypatch.setattr(recvtime.time, "monotonic_ns", lambda: next(mono_values))
+
+
+def test_a_preempted_clock_pair_is_read_again_and_the_tightest_kept(monkeypatch):
+    # true offset: real = mono + 1_000_000_000. The first bracket was preempted 3 ms after the monotonic
+    # read (as a loaded machine does); a single mono-then-real pair there would be 3 ms off
+    _clocks(monkeypatch, real=[1_000_005_000, 1_003_005_100, 1_003_010_000, 1_003_010_200],
+            mono=[5_050, 3_010_100])
+    offset, mono = recvtime.real_minus_monotonic()
+    assert abs(offset - 1_000_000_000) <= 100 and mono == 3_010_100
+
+
+def test_when_every_bracket_is_wide_the_least_preempted_is_kept(monkeypatch):
+    widths = [4_000_000, 90_000, 2_000_000, 300_000]
+    real, mono, t = [], [], 0
+    for width in widths:
+        real += [1_000_000_000 + t, 1_000_000_000 + t + width]
+        mono.append(t + width // 2)  # each bracket centred on its monotonic read: the offset is exact
+        t += 10_000_000
+    _clocks(monkeypatch, real, mono)
+    offset, mono_at = recvtime.real_minus_monotonic()
+    assert offset == 1_000_000_000 and mono_at == 10_000_000 + 45_000  # the 90 us bracket, the second
+
+
+def test_a_real_clock_stepped_back_inside_a_bracket_is_not_taken_as_tight(monkeypatch):
+    # the real clock is stepped back 1 s between the first pair's reads: width -1 s, not "tight"
+    _clocks(monkeypatch, real=[2_000_000_000, 1_000_000_000, 1_000_001_000, 1_000_001_100],
+            mono=[500, 1_050])
+    offset, _ = recvtime.real_minus_monotonic()
+    assert offset == 1_000_000_000
