@@ -9,6 +9,9 @@ script has taken the reference's choice for a rule), and once against each mutan
 guarantee. A mutant is *caught* when at least one case FAILs against it; it *survives* otherwise. Each run
 is its own pytest subprocess (a mutant cannot leak state into the next), ``--jobs`` of them at a time.
 
+``--mutant NAME`` runs the baseline and the mutants named only; ``--with-variants`` adds the conformant
+variants back (they check the catalogue's rows, whatever the mutant, and cost a run each).
+
 Exit codes: 0 every mutant caught, and a clean baseline and clean variants; 1 a mutant survived, or the
 baseline or a conformant variant FAILed or ERRORed; 2 usage (unknown mutant, nothing selected).
 """
@@ -68,7 +71,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--jobs", type=int, default=default_jobs(),
                         help="mutants run in parallel (default: one and a half per core)")
     parser.add_argument("--mutant", action="append", default=[], metavar="NAME",
-                        help="only this mutant (repeatable; default: every registered mutant)")
+                        help="only this mutant, beside the baseline (repeatable; default: every registered mutant "
+                             "and every conformant variant)")
+    parser.add_argument("--with-variants", action="store_true",
+                        help="with --mutant: run the conformant variants too (without --mutant they always run)")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an expected frame (2)")
     parser.add_argument("--out", default=None, help="keep each run's records here (default: a temporary dir)")
     parser.set_defaults(func=cmd_selftest)
@@ -83,10 +89,11 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise SelftestUsage("--jobs must be at least 1")
     mutants = [MUTANTS[name] for name in (args.mutant or sorted(MUTANTS))]
+    variants = list(CONFORMANT.values()) if args.with_variants or not args.mutant else []
     with tempfile.TemporaryDirectory(prefix="amqp-selftest-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
-        runs = run_all(mutants, out, args.keyword, args.jobs, args.timeout)
-    baseline, variant_runs, mutant_runs = runs[0], runs[1:1 + len(CONFORMANT)], runs[1 + len(CONFORMANT):]
+        runs = run_all(mutants, out, args.keyword, args.jobs, args.timeout, variants)
+    baseline, variant_runs, mutant_runs = runs[0], runs[1:1 + len(variants)], runs[1 + len(variants):]
     if baseline.cases == 0:
         raise SelftestUsage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''}; "
                             f"list the cases with 'amqp-conformance cases'")
@@ -95,6 +102,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                            "caught_by": r.caught_by} for r in mutant_runs], indent=2))
     else:
         print_table(baseline, variant_runs, mutant_runs)
+        if not variants:
+            print(f"conformant variants: not run ({len(CONFORMANT)}; --mutant runs only the mutants named: add "
+                  f"--with-variants to run them too)")
     if baseline.caught or baseline.errors:
         print(f"amqp-conformance: selftest: the healthy reference broker does not pass the catalogue "
               f"({len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR: "
@@ -125,10 +135,11 @@ def default_jobs() -> int:
     return max(1, cores + cores // 2)
 
 
-def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, timeout: float) -> list[MutantRun]:
-    """The baseline run first in the list, then one run per conformant variant (:data:`CONFORMANT`, in its
-    order), then one per mutant, ``jobs`` at a time."""
-    others = [*CONFORMANT.values(), *mutants]
+def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, timeout: float,
+            variants: list[Mutant] | None = None) -> list[MutantRun]:
+    """The baseline run first in the list, then one run per conformant variant (``variants``, default every one
+    of :data:`CONFORMANT`, in its order), then one per mutant, ``jobs`` at a time."""
+    others = [*(CONFORMANT.values() if variants is None else variants), *mutants]
     targets = [MutantRun(BASELINE, "the healthy reference broker")] + [
         MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in others]
     keywords = [keyword] + [scoped(keyword, m.scope) for m in others]
