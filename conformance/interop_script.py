@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from amqp_conformance.peers.shimrun.errors import ShimError
+from amqp_conformance.peers.shimrun.crash import LibraryCrash
+from amqp_conformance.peers.shimrun.errors import ShimError, ShimExited
 
 LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim contract, by role
 # how long a client is given to close its link: the broker's answer to a detach is a reply to one frame (a local
@@ -54,6 +55,7 @@ class CellRun:
     detach_replied_ns: dict[str, int] = field(default_factory=dict)  # when each role's detach reply came (monotonic)
     close_asked_ns: dict[str, int] = field(default_factory=dict)  # when each role's shim was asked to close
     close_failures: list[str] = field(default_factory=list)  # a shim that died, hung or broke its contract in close
+    crashes: dict[str, LibraryCrash] = field(default_factory=dict)  # role -> its client library's own crash
 
 
 def outcome_of(given: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +80,14 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     tag = tag or uuid.uuid4().hex[:8]
 
     def ask(party: str, shim: Shim, op: str, wait_s: float = timeout_s, **fields: Any) -> dict[str, Any]:
-        reply = shim.request(op, wait_s + 5, timeout_ms=int(wait_s * 1000), **fields)
+        try:
+            reply = shim.request(op, wait_s + 5, timeout_ms=int(wait_s * 1000), **fields)
+        except ShimExited as exc:
+            if exc.crash is None:
+                raise
+            run.crashes[party] = exc.crash  # the client failed, not the harness: the cell is judged (FAIL)
+            raise CellStopped(f"the {party} client's library crashed during its {op}: {exc.crash.describe()}") \
+                from None
         run.replies.append((party, op, reply))
         if not reply.get("ok"):
             error = reply.get("error") or {}
@@ -129,6 +138,9 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
                 run.replies.append((role, "close", reply))
             except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
+                if isinstance(exc, ShimExited) and exc.crash is not None:  # its library crashed, in its close or
+                    run.crashes.setdefault(role, exc.crash)  # earlier in the cell (the close finds it gone)
+                    continue
                 run.close_failures.append(f"the {role} client's close: {exc}")
     return run
 

@@ -9,15 +9,18 @@ its build file pins, build it once into the cache folder, and talk to it.
 """
 
 from .build import ensure_built, home_of, require_tools, source_digest
-from .errors import ShimError, ShimTimeout, ShimUnavailable
+from .crash import LibraryCrash
+from .errors import ShimError, ShimExited, ShimTimeout, ShimUnavailable
 from .pins import check_pin, pinned_versions
 from .process import ShimEvent, ShimProcess
 from .spec import SHIMS_ROOT, ShimSpec, discover, load_spec
 
 __all__ = [
     "SHIMS_ROOT",
+    "LibraryCrash",
     "ShimError",
     "ShimEvent",
+    "ShimExited",
     "ShimProcess",
     "ShimSpec",
     "ShimTimeout",

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from .crash import LibraryCrash
+
 
 class ShimError(Exception):
     """A shim's definition, build or conversation is wrong (a bad ``shim.toml``, a failed build, a line that is not
     JSON, an exit mid-command): the harness's fault or the shim's, never the broker's."""
+
+
+class ShimExited(ShimError):
+    """A shim exited while a command waited for its reply. ``crash`` is its client library's own crash when the
+    shim's stderr shows one (:mod:`.crash`): then the client failed, not the harness."""
+
+    def __init__(self, message: str, crash: LibraryCrash | None = None) -> None:
+        super().__init__(message)
+        self.crash = crash
 
 
 class ShimTimeout(ShimError):

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .build import require_tools
-from .errors import ShimError, ShimTimeout
+from .crash import LibraryCrash, library_crash
+from .errors import ShimError, ShimExited, ShimTimeout
 from .spec import ShimSpec
 
 CLOSE_WAIT_S = 5.0  # after standard input closes, how long the shim may take to exit before it is killed
@@ -107,7 +108,8 @@ class ShimProcess:
 
         Events written meanwhile land in :attr:`events`. :class:`ShimTimeout` when no reply comes in time;
         :class:`ShimError` when the shim writes a line that is not a JSON object, a reply to a command never
-        sent or without ``ok``, or exits (its status and the end of its stderr are quoted).
+        sent or without ``ok``; :class:`ShimExited` when it exits (its status and the end of its stderr are quoted;
+        its ``crash`` is the library's own crash, when the stderr shows one by the shim's rule).
         """
         if self._closed:
             raise ShimError(f"{self.spec.client}: the shim was closed; start a new ShimProcess")
@@ -123,7 +125,8 @@ class ShimProcess:
         deadline = time.monotonic() + timeout
         while True:
             if self._ended:
-                raise ShimError(self._exit_message(op, command_id))
+                message = self._exit_message(op, command_id)  # waits for the exit: its stderr is complete
+                raise ShimExited(message, self.library_crash())
             try:
                 kind, body = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
@@ -154,6 +157,18 @@ class ShimProcess:
             code = "none yet (its standard output closed)"
         return (f"{self.spec.client}: exited with status {code} before replying to {op} (id {command_id}); its "
                 f"stderr ends: {self.stderr_tail()!r} (all of it: {self.stderr_path})")
+
+    def library_crash(self) -> LibraryCrash | None:
+        """The client library's own crash its stderr ends with, by the shim's declared ``crash`` rule
+        (:mod:`.crash`); None when the shim declares none, has not exited, or its stderr shows no such crash."""
+        if self.spec.crash is None or self.returncode is None:
+            return None
+        self._stderr.flush()
+        try:
+            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        return library_crash(text, self.spec.crash)
 
     def stderr_tail(self, lines: int = 5) -> str:
         """The last ``lines`` non-empty lines the shim wrote to stderr, joined with `` | ``."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .crash import CrashRule, crash_rule
 from .errors import ShimError
 
 SHIMS_ROOT = Path(__file__).resolve().parent.parent / "shims"  # peers/shims/ of the source checkout
@@ -47,6 +48,9 @@ KEYS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "build": (True, _commands, 'a list of commands, each a non-empty list of strings (may be empty: [])'),
     "run": (True, _command, 'a non-empty list of strings: the command that runs the shim'),
     "apt": (False, _strings, "a list of strings: the Debian packages that give what `requires` names"),
+    "crash": (False, lambda value: crash_rule(value) is not None,
+              'a table: stack = "python" or "go", library = [fragments of the library\'s frames], and (python) '
+              'loop_entries = [the shim\'s lines that hand control to the library\'s loop] (peers/shimrun/crash.py)'),
 }
 
 
@@ -64,6 +68,7 @@ class ShimSpec:
     run: tuple[str, ...]
     folder: Path
     apt: tuple[str, ...] = ()
+    crash: CrashRule | None = None  # how to tell the library's own crash in the shim's stderr (crash.py)
 
     @property
     def spec_file(self) -> Path:
@@ -120,7 +125,7 @@ def load_spec(folder: Path) -> ShimSpec:
     return ShimSpec(client=data["client"], title=data["title"], language=data["language"],
                     library=data["library"], version=data["version"], requires=tuple(data["requires"]),
                     build=tuple(tuple(step) for step in data["build"]), run=tuple(data["run"]),
-                    folder=folder, apt=tuple(data.get("apt", ())))
+                    folder=folder, apt=tuple(data.get("apt", ())), crash=crash_rule(data.get("crash")))
 
 
 def discover(root: Path = SHIMS_ROOT) -> dict[str, ShimSpec]:
