@@ -749,6 +749,26 @@ def close_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: 
     return lines
 
 
+def late_detach_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: dict[str, list[Frame]],
+                              asked_ns: dict[str, int]) -> list[str]:
+    """Where a client asked to close its link wrote its detach only once it was asked to close its connection, one
+    line each (``replies``: the cell's ``(role, op, reply)``; ``frames``: each connection's, by role; ``asked_ns``:
+    when each role's shim was asked to close, on the frames' clock). The script waits for the ``detach`` reply (at
+    most :data:`.interop_script.DETACH_TIMEOUT_S`) before it asks for the close, so a library that closes its link
+    when told has written the detach by then; one that leaves it for the connection's close has not closed its
+    link when its application asked (2.6.6: a link is closed by sending a detach with closed=true). A client that
+    wrote no detach at all is the row's (``link_closes``)."""
+    lines = []
+    for role, op, _reply in replies:
+        if op != "detach" or role not in asked_ns:
+            continue
+        ours = next((f for f in frames.get(role, []) if f.direction == "out" and f.performative == "detach"), None)
+        if ours is not None and ours.t_ns >= asked_ns[role]:
+            lines.append(f"the {role} client: asked to close its link, its library wrote the detach only "
+                         f"{(ours.t_ns - asked_ns[role]) / 1e6:.0f} ms after it was asked to close its connection")
+    return lines
+
+
 def unasked_close_disagreements(frames: dict[str, list[Frame]], asked_ns: dict[str, int]) -> list[str]:
     """Where a client's library closed its connection on its own, one line each (``frames``: each connection's,
     by role; ``asked_ns``: when each role's shim was asked to close, on the frames' clock): a ``close`` the client
