@@ -616,6 +616,20 @@ def _shown(value: Any) -> str:
     return "null" if value is None else repr(str(value))
 
 
+def _outcome_errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
+    """The errors the outcomes of ``direction``'s transfers and dispositions carry (a rejected's error), as
+    ``delivery`` errors: a broker that settles a delivery with the rejected state its client gave echoes its error,
+    and an API may tell its caller of it (go-amqp's ``RejectMessage`` returns it against Qpid Broker-J)."""
+    errors = []
+    for frame in frames:
+        if frame.direction == direction and frame.performative in ("transfer", "disposition"):
+            error = (frame.fields.get("state") or {}).get("error")
+            if isinstance(error, dict) and error.get("condition") is not None:
+                errors.append({"scope": "delivery", "condition": error["condition"],
+                               "description": error.get("description")})
+    return errors
+
+
 def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Whether each client's API told its caller of the errors the broker sent it, as the wire gives them
     (``frames``, ``told``: per role, the connection's frames and :func:`told_errors`).
@@ -624,8 +638,9 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
     the broker's fault, and the row's ``errors`` judges it), must be told at least once, at that scope
     (detach: link, end: session, close: connection; the command it failed or an ``error`` event), with the
     error's condition (the symbol as text); a description the API gives must be the wire's. And an error with
-    a condition that the API told must be one the broker sent, at that scope: an API that reports a condition
-    nobody sent misleads its caller as much as one that drops the broker's.
+    a condition that the API told must be one the broker sent, at that scope (a ``delivery`` error: the error of
+    an outcome the broker sent, :func:`_outcome_errors`): an API that reports a condition nobody sent misleads its
+    caller as much as one that drops the broker's.
     """
     lines: list[str] = []
     for role in ("sender", "receiver"):
@@ -655,10 +670,12 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
                 told_text = _shown(wrong[0]["description"])
                 lines.append(f"the {role} client's API told of {what} with description {told_text} "
                              f"({wrong[0]['where']}), the wire's is {_shown(error['description'])}")
+        told_may_be = sent + _outcome_errors(connection, "in")  # a delivery's error: the broker's outcome's
         for report in reports:
             if report["condition"] is None:
                 continue
-            if not any(e["scope"] == report["scope"] and str(e["condition"]) == str(report["condition"]) for e in sent):
+            if not any(e["scope"] == report["scope"] and str(e["condition"]) == str(report["condition"])
+                       for e in told_may_be):
                 lines.append(f"the {role} client's API told of a {report['scope']} error {_shown(report['condition'])} "
                              f"({report['where']}) that the broker never sent")
     return lines
