@@ -176,7 +176,7 @@ def link_settlement(frames: list[Frame], client_role: str) -> dict[str, Any]:
 
 def link_closes(frames: list[Frame]) -> list[dict[str, Any]]:
     """Every detach on one connection (each carries one link), in order: who wrote it (``client`` or
-    ``broker``), its ``closed`` flag as the wire has it (absent: false, its default, AMQP 1.0 2.7.6 detach) and
+    ``broker``), its ``closed`` flag as the wire has it (absent: false, its default, AMQP 1.0 2.7.7 detach) and
     its error ``condition`` (None when it carries no error). A client closes its link with a detach closed=true;
     the broker then destroys its endpoint and answers with its own detach closed=true (2.6.6)."""
     return [{"by": "client" if f.direction == "out" else "broker",
@@ -672,7 +672,11 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
                              f"({wrong[0]['where']}), the wire's is {_shown(error['description'])}")
         told_may_be = sent + _outcome_errors(connection, "in")  # a delivery's error: the broker's outcome's
         for report in reports:
-            if report["condition"] is None:
+            if report["condition"] is None:  # an error without its condition: the broker sent one at that scope
+                if report["where"] != "a remote-close event" and not any(e["scope"] == report["scope"]
+                                                                         for e in told_may_be):
+                    lines.append(f"the {role} client's API told of a {report['scope']} error with no condition "
+                                 f"({report['where']}) where the broker sent no {report['scope']} error")
                 continue
             if not any(e["scope"] == report["scope"] and str(e["condition"]) == str(report["condition"])
                        for e in told_may_be):
@@ -783,6 +787,30 @@ def late_detach_disagreements(replies: list[tuple[str, str, dict[str, Any]]], fr
         if ours is not None and ours.t_ns >= asked_ns[role]:
             lines.append(f"the {role} client: asked to close its link, its library wrote the detach only "
                          f"{(ours.t_ns - asked_ns[role]) / 1e6:.0f} ms after it was asked to close its connection")
+    return lines
+
+
+def unanswered_detach_disagreements(frames: dict[str, list[Frame]]) -> list[str]:
+    """Where a client left a broker's closing detach unanswered, one line each (``frames``: each connection's, by
+    role; a cell's connection carries one link). A broker that closes the client's link on its own (a detach with
+    closed=true before any of the client's) is answered with the client's own detach closed=true (AMQP 1.0 2.6.6:
+    "the partner will destroy the corresponding link endpoint, and reply with its own detach frame with the closed
+    flag set"); a client that ends its session or connection first has not closed its end of the link. Every
+    client library answers so against every broker that detaches (the grid's subscription-refused row, 2 Dec)."""
+    lines = []
+    for role, connection in frames.items():
+        broker_closed = None
+        for frame in connection:
+            if frame.performative == "detach" and frame.direction == "out":
+                break  # answered (or the client detached first: the broker's detach answers it)
+            if frame.performative == "detach" and frame.direction == "in" and frame.fields.get("closed"):
+                broker_closed = broker_closed or frame
+            elif broker_closed is not None and frame.direction == "out" and frame.performative in ("end", "close"):
+                condition = (broker_closed.fields.get("error") or {}).get("condition")
+                lines.append(f"the {role} client: the broker closed its link (detach closed=true, "
+                             f"{'no error' if condition is None else condition}) and the client wrote its "
+                             f"{frame.performative} without answering with its own detach (AMQP 1.0 2.6.6)")
+                break
     return lines
 
 
