@@ -126,7 +126,8 @@ def test_a_crash_table_that_is_not_a_rule_is_refused(table):
     assert crash_rule(table) is None
 
 
-def test_shim_toml_names_a_bad_crash_table(tmp_path):
+def fake_shim_folder(tmp_path, crash_table: str):
+    """A folder with the fake shim's shim.toml (``python fake.py``), its ``crash`` table as given."""
     folder = tmp_path / "fake"
     folder.mkdir()
     (folder / "shim.toml").write_text(textwrap.dedent('''\
@@ -139,9 +140,15 @@ def test_shim_toml_names_a_bad_crash_table(tmp_path):
         build = []
         run = ["{python}", "fake.py"]
         [crash]
+        ''') + textwrap.dedent(crash_table))
+    return folder
+
+
+def test_shim_toml_names_a_bad_crash_table(tmp_path):
+    folder = fake_shim_folder(tmp_path, '''\
         stack = "java"
         library = ["org.apache"]
-        '''))
+        ''')
     with pytest.raises(ShimError, match=r"shim.toml: `crash` must be a table: stack = \"python\" or \"go\""):
         load_spec(folder)
 
@@ -177,23 +184,12 @@ def test_a_shim_whose_library_crashes_in_its_loop_exits_with_that_crash(tmp_path
     library = tmp_path / "lib"
     library.mkdir()
     (library / "lib.py").write_text(LIBRARY)
-    folder = tmp_path / "fake"
-    folder.mkdir()
-    (folder / "fake.py").write_text(FAKE_SHIM.format(lib=str(library)))
-    (folder / "shim.toml").write_text(textwrap.dedent(f'''\
-        client = "fake"
-        title = "a fake"
-        language = "python"
-        library = "fake"
-        version = "1"
-        requires = []
-        build = []
-        run = ["{{python}}", "fake.py"]
-        [crash]
+    folder = fake_shim_folder(tmp_path, f'''\
         stack = "python"
         library = ["{library}/"]
         loop_entries = ["sys.exit(main())", "loop(on_event)"]
-        '''))
+        ''')
+    (folder / "fake.py").write_text(FAKE_SHIM.format(lib=str(library)))
     with ShimProcess(load_spec(folder), folder, stderr_path=tmp_path / "stderr.log") as shim:
         assert shim.request("echo", 10) == {"id": 1, "ok": True}
         assert shim.library_crash() is None  # running: nothing to judge
