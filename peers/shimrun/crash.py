@@ -123,10 +123,10 @@ def _go(stderr: str, rule: CrashRule) -> LibraryCrash | None:
         frames.append((function.removeprefix("created by ").split(" in goroutine ")[0],
                        f"{location['file']}:{location['line']}"))
         index += 2
-    library_frames = [f for f in frames if not f[0].startswith(("runtime.", "panic("))]
-    if not library_frames or any(f[0].startswith("main.") for f in frames):
+    code_frames = [f for f in frames if not f[0].startswith(("runtime.", "panic("))]  # the runtime's left out
+    if not code_frames or any(f[0].startswith("main.") for f in frames):
         return None
-    innermost = library_frames[0]
+    innermost = code_frames[0]
     if not _in_library(innermost[0], rule):
         return None
     return LibraryCrash(error, f"{innermost[1]} in {_GO_ARGUMENTS.sub('', innermost[0])}")
