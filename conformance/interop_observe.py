@@ -795,8 +795,9 @@ def unanswered_detach_disagreements(frames: dict[str, list[Frame]]) -> list[str]
     role; a cell's connection carries one link). A broker that closes the client's link on its own (a detach with
     closed=true before any of the client's) is answered with the client's own detach closed=true (AMQP 1.0 2.6.6:
     "the partner will destroy the corresponding link endpoint, and reply with its own detach frame with the closed
-    flag set"); a client that ends its session or connection first has not closed its end of the link. Every
-    client library answers so against every broker that detaches (the grid's subscription-refused row, 2 Dec)."""
+    flag set"); a client that ends its session or connection first has not closed its end of the link (unless the
+    broker ended them first). Every client library answers so against every broker that detaches (the grid's
+    subscription-refused row, 2 Dec)."""
     lines = []
     for role, connection in frames.items():
         broker_closed = None
@@ -805,6 +806,8 @@ def unanswered_detach_disagreements(frames: dict[str, list[Frame]]) -> list[str]
                 break  # answered (or the client detached first: the broker's detach answers it)
             if frame.performative == "detach" and frame.direction == "in" and frame.fields.get("closed"):
                 broker_closed = broker_closed or frame
+            elif broker_closed is not None and frame.direction == "in" and frame.performative in ("end", "close"):
+                break  # the broker ended the session or connection itself: the client answers that instead
             elif broker_closed is not None and frame.direction == "out" and frame.performative in ("end", "close"):
                 condition = (broker_closed.fields.get("error") or {}).get("condition")
                 lines.append(f"the {role} client: the broker closed its link (detach closed=true, "
