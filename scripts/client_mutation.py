@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     modules = args.module or list(DEFAULT_MODULES)
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
-    kills = args.out / "kills.jsonl"
+    kills = (args.workdir / "kills.jsonl").resolve()  # the kept run's: --survivors, --report-only read it, any --out
     env = {"AMQP_CLIENT_MUTATION_HITS": str(args.workdir / "hits.txt"),
            "AMQP_CLIENT_MUTATION_SHIMS": str(args.workdir / "shims")}
     if args.report_only or args.survivors:
@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nunreached (no cell runs the function; left out of the score): {len(unreached)} of {len(results)} "
           f"mutants: " + ", ".join(f"{m} {sum(r.module == m for r in unreached)}" for m in modules))
     status = report(reached, triage, time.monotonic() - started, args.out, args.target)
+    if kills.is_file():
+        shutil.copy2(kills, args.out / "kills.jsonl")  # beside the report it attributes
     if args.prune_stale:
         stale = json.loads((args.out / "mutation.json").read_text(encoding="utf-8"))["stale_triage"]
         print(f"pruned {prune_triage(TRIAGE, stale)} stale triage entries from {TRIAGE}")

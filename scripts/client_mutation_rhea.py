@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     files = args.file or list(DEFAULT_FILES)
     args.out.mkdir(parents=True, exist_ok=True)
-    kills = args.out / "kills.jsonl"
+    kills = (args.workdir / "kills.jsonl").resolve()  # the kept run's: --survivors, --report-only read it, any --out
     started = time.monotonic()
     if args.report_only or args.survivors:
         if not (args.workdir / "reports" / "mutation.json").is_file():
@@ -327,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{f} {len(covered.get(f, ()))} of {len((args.workdir / 'rhea' / 'lib' / f).read_text().splitlines())}"
         for f in files))
     status = report(results, triage, time.monotonic() - started, args.out, args.target, module_of_name)
+    if kills.is_file():
+        shutil.copy2(kills, args.out / "kills.jsonl")  # beside the report it attributes
     if args.prune_stale:
         stale = json.loads((args.out / "mutation.json").read_text(encoding="utf-8"))["stale_triage"]
         print(f"pruned {prune_triage(TRIAGE, stale)} stale triage entries from {TRIAGE}")
