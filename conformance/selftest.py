@@ -92,7 +92,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     variants = list(CONFORMANT.values()) if args.with_variants or not args.mutant else []
     with tempfile.TemporaryDirectory(prefix="amqp-selftest-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
-        runs = run_all(mutants, out, args.keyword, args.jobs, args.timeout, variants)
+        runs = run_all(mutants, variants, out, args.keyword, args.jobs, args.timeout)
     baseline, variant_runs, mutant_runs = runs[0], runs[1:1 + len(variants)], runs[1 + len(variants):]
     if baseline.cases == 0:
         raise SelftestUsage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''}; "
@@ -135,11 +135,11 @@ def default_jobs() -> int:
     return max(1, cores + cores // 2)
 
 
-def run_all(mutants: list[Mutant], out: Path, keyword: str | None, jobs: int, timeout: float,
-            variants: list[Mutant] | None = None) -> list[MutantRun]:
-    """The baseline run first in the list, then one run per conformant variant (``variants``, default every one
-    of :data:`CONFORMANT`, in its order), then one per mutant, ``jobs`` at a time."""
-    others = [*(CONFORMANT.values() if variants is None else variants), *mutants]
+def run_all(mutants: list[Mutant], variants: list[Mutant], out: Path, keyword: str | None, jobs: int,
+            timeout: float) -> list[MutantRun]:
+    """The baseline run first in the list, then one run per conformant variant (``variants``: of
+    :data:`CONFORMANT`, in its order), then one per mutant, ``jobs`` at a time."""
+    others = [*variants, *mutants]
     targets = [MutantRun(BASELINE, "the healthy reference broker")] + [
         MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in others]
     keywords = [keyword] + [scoped(keyword, m.scope) for m in others]

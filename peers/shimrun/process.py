@@ -163,21 +163,20 @@ class ShimProcess:
         (:mod:`.crash`); None when the shim declares none, has not exited, or its stderr shows no such crash."""
         if self.spec.crash is None or self.returncode is None:
             return None
-        self._stderr.flush()
-        try:
-            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-        return library_crash(text, self.spec.crash)
+        return library_crash(self._stderr_text(), self.spec.crash)
 
     def stderr_tail(self, lines: int = 5) -> str:
         """The last ``lines`` non-empty lines the shim wrote to stderr, joined with `` | ``."""
+        text = self._stderr_text()
+        return " | ".join([line.strip() for line in text.splitlines() if line.strip()][-lines:])
+
+    def _stderr_text(self) -> str:
+        """All the shim wrote to stderr so far ("" when the file cannot be read)."""
         self._stderr.flush()
         try:
-            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+            return self.stderr_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ""
-        return " | ".join([line.strip() for line in text.splitlines() if line.strip()][-lines:])
 
     def close(self, timeout: float = CLOSE_WAIT_S) -> int:
         """Close the shim's standard input (the contract's signal to close its connection and exit); wait up to
