@@ -98,6 +98,8 @@ class TlsServerConnection:
         self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.handshaken = False
         self.failed: str | None = None
+        self.plain_read = 0  # plaintext handed to the wrapped connection: the client's writes, as its socket counts
+        self.plain_written = 0  # plaintext taken from the wrapped connection: the client's reads, once decrypted
 
     @property
     def engine(self) -> Any:
@@ -127,6 +129,7 @@ class TlsServerConnection:
                 return
             if not plain:
                 return
+            self.plain_read += len(plain)
             self.inner.receive_data(plain)
 
     def _handshake(self) -> bool:
@@ -153,4 +156,5 @@ class TlsServerConnection:
             plain = self.inner.data_to_send()
             if plain:
                 self._tls.write(plain)
+                self.plain_written += len(plain)
         return self._outgoing.read()

@@ -6,8 +6,10 @@ the calling thread (``amqp-conformance serve``).
 
 The server meters the bytes of every connection, so it can answer the idle probe (:mod:`..idle`): it has
 nothing more to send once it has read and acted on every byte its clients wrote and they have read every
-byte it wrote. One pass of the loop (read, act, dispatch, write) runs under the broker's lock, so the probe,
-which takes the same lock, never sees a pass half done.
+byte it wrote. Over TLS it meters the plaintext, as a client's TLS socket counts its own writes and reads
+(:class:`..tls.TlsServerConnection` counts what it decrypts and encrypts). One pass of the loop (read, act,
+dispatch, write) runs under the broker's lock, so the probe, which takes the same lock, never sees a pass half
+done.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ LINGER_S = 2.0
 
 @dataclass
 class _Meter:
-    """What the server did on one accepted connection: bytes read and acted on, bytes written, EOF seen."""
+    """What the server did on one accepted connection: bytes read and acted on, bytes written (the plaintext,
+    over TLS), EOF seen."""
 
     read: int = 0
     written: int = 0
@@ -156,8 +159,9 @@ class ReferenceServer:
                 return
             meter = self._meters[sock]
             if data:
-                meter.read += len(data)
                 connection.receive_data(data)
+                meter.read = connection.plain_read if isinstance(connection, TlsServerConnection) \
+                    else meter.read + len(data)
             else:
                 meter.eof = True
                 connection.receive_eof()
@@ -168,7 +172,9 @@ class ReferenceServer:
             connection.engine.tick(now)
             out = self._pending[sock]
             produced = connection.data_to_send()
-            self._meters[sock].written += len(produced)
+            meter = self._meters[sock]
+            meter.written = connection.plain_written if isinstance(connection, TlsServerConnection) \
+                else meter.written + len(produced)
             out += produced
             while out:
                 try:
