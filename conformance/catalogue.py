@@ -185,6 +185,9 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         problem = scenario.check_given(key, value)
         if problem:
             raise TableError(f"{where}: field 'given.{key}': {problem}")
+    problem = scenario.check_row(given) if scenario.check_row else None
+    if problem:
+        raise TableError(f"{where}: field 'given': {problem}")
     expect = _require(row, "expect", dict, where)
     if not expect:
         raise TableError(f"{where}: field 'expect': states no expectation set (one of {', '.join(EXPECTATION_SETS)})")

@@ -29,6 +29,14 @@ def _no_script(ctx: Any, given: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError("an interop row runs with 'amqp-conformance interop', not 'run'")
 
 
+def receives_within_messages(given: dict[str, Any]) -> str | None:
+    """Why a crossing row's ``receives`` cannot share out its ``messages`` (each receive takes at least one)."""
+    if not 1 <= given["receives"] <= given["messages"]:
+        return (f"receives = {given['receives']} cannot share out messages = {given['messages']}: give from 1 to "
+                f"{given['messages']} receives")
+    return None
+
+
 CROSSING = Scenario(
     "crossing", _no_script,
     given={
@@ -42,6 +50,8 @@ CROSSING = Scenario(
         "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
         "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
+        "receives": int,  # in how many receive commands the receiving client takes them, an equal share each (its
+        # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
@@ -51,7 +61,7 @@ CROSSING = Scenario(
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
-              "provocation": "none", "drip_bytes": 0, "close_links": False},
+              "receives": 1, "provocation": "none", "drip_bytes": 0, "close_links": False},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
@@ -78,8 +88,12 @@ CROSSING = Scenario(
         # its first detach (null: it wrote none), by connection
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
+        "received_messages",  # how many messages the receiving client's API gave it, over all its receive commands
+        # (the bodies are checked in every cell once every receive succeeded; a receive that ran out of time
+        # gives fewer)
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
     ),
+    check_row=receives_within_messages,
 )
 
 INTEROP_SCENARIOS: dict[str, Scenario] = {CROSSING.name: CROSSING}

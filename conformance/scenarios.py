@@ -44,6 +44,8 @@ class Scenario:
     observations: tuple[str, ...]
     defaults: dict[str, Any] = field(default_factory=dict)
     needs: Needs = needs_nothing  # the capabilities a row of this scenario requires, given its ``given``
+    check_row: Callable[[dict[str, Any]], str | None] | None = None  # why a row's whole given is wrong (fields
+    # that must agree with each other), or None when it is right
 
     def check_given(self, key: str, value: Any) -> str | None:
         """Why ``value`` is not allowed for ``given.key``, or None when it is."""
