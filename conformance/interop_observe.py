@@ -594,6 +594,36 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
 ERROR_SCOPES = {"detach": "link", "end": "session", "close": "connection"}  # the shim contract's scope of each
 
 
+UNTOLD_GRACE_NS = 1_000_000_000  # how long a library is given to tell its caller of a settlement the broker sent
+
+
+def untold_settlement_disagreements(cell: CellFrames, sent_reports: list[dict[str, Any]],
+                                    events: list[dict[str, Any]], link: str, replied_ns: int | None) -> list[str]:
+    """Where the sending client's API told its caller nothing at all of a message it sent unsettled (its delivery
+    report and later ``delivery-update`` events: no remote state, no settlement at either end) although a
+    disposition of the broker had settled the message's delivery at least :data:`UNTOLD_GRACE_NS` before the
+    send's reply (``replied_ns``, on the frames' clock): the delivery was over on the wire and the API never said
+    so (004 pn_delivery_settled: true once the delivery is settled at the remote endpoint). A pre-settled message
+    is the client's own settlement and is not held to it; a message not yet transferred has nothing to tell."""
+    if replied_ns is None:
+        return []
+    lines: list[str] = []
+    for index, report in enumerate(sent_reports):
+        if report.get("remote_state") is not None or told_remote_settled(report, events, link) is not None \
+                or told_locally_settled(report, events, link) is not None:
+            continue
+        view = link_view(cell.sending, index)
+        settled_at = _settled_at(view.broker_dispositions)
+        if view.transfer is None or view.transfer.fields.get("settled") or settled_at is None \
+                or replied_ns - settled_at < UNTOLD_GRACE_NS:
+            continue
+        line = (f"sending client: its API told nothing of the message (no remote state, no settlement: "
+                f"{report.get('api')!r}) though a disposition of the broker settled its delivery "
+                f"{(replied_ns - settled_at) // 1_000_000} ms before the send's reply")
+        lines.append(line if index == 0 else f"delivery {index + 1} of the link: {line}")
+    return lines
+
+
 def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The AMQP errors a client's API told its caller of (peers/shims/README.md): each failed reply whose error is
     of kind ``amqp`` (``replies``: its commands' ``(op, reply)`` in order) and each ``error`` and ``remote-close``

@@ -53,7 +53,8 @@ CROSSING = Scenario(
         "receives": int,  # in how many receive commands the receiving client takes them, an equal share each (its
         # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
-        "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time"),
+        "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time",
+                        "settle-without-outcome"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),

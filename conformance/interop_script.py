@@ -53,6 +53,7 @@ class CellRun:
     replies: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (role, op, reply)
     stopped: str | None = None
     detach_replied_ns: dict[str, int] = field(default_factory=dict)  # when each role's detach reply came (monotonic)
+    send_replied_ns: int | None = None  # when the sending client's send reply came (monotonic, the frames' clock)
     close_asked_ns: dict[str, int] = field(default_factory=dict)  # when each role's shim was asked to close
     close_failures: list[str] = field(default_factory=list)  # a shim that died, hung or broke its contract in close
     crashes: dict[str, LibraryCrash] = field(default_factory=dict)  # role -> its client library's own crash
@@ -113,6 +114,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
                 run.send_reply = ask("sender", sender, "send", link=LINKS["sender"],
                                      messages=[{"body": body, "settled": given["presettled"]}
                                                for body in sent_bodies(given)])
+                run.send_replied_ns = time.monotonic_ns()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
                 failure.append(exc)
 

@@ -179,6 +179,7 @@ class Broker(UmRules):
         self.undeliverable: dict[tuple[BrokerConnection, str], set[int]] = {}  # (connection, link) -> EIDs kept off it
         self.second_pending: set[tuple[BrokerConnection, str, bytes]] = set()  # accepted, awaiting its settle
         self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
+        self.settles_without_outcome: set[str] = set()  # nodes whose publishes are stored, then settled stateless
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -379,6 +380,8 @@ class Broker(UmRules):
         node.publish(encoded)
         if delivery.settled:
             delivery.settle()  # pre-settled by the publisher: no further action, no disposition
+        elif address in self.settles_without_outcome:  # the admin's settle-without-outcome (the client grid):
+            delivery.settle()  # stored, and settled with no state (AMQP 1.0 2.7.6: a disposition's state is optional)
         elif self.settles_second(link):
             delivery.update(Delivery.ACCEPTED)  # 2.6.12 / 003 exactly-once: the sender settles first
             self.second_pending.add(second_key)
