@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.sequence import in_span
+from amqp_conformance.peers.sequence import in_span, span, span_length
 
 ERROR_PERFORMATIVES = ("detach", "end", "close")
 KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in the frame log)
@@ -90,6 +90,7 @@ class ConnectionFrames:
     dispositions: list[Frame]
     errors: list[dict[str, Any]]
     client_errors: list[dict[str, Any]]
+    covering: dict[int, list[Frame]]  # each started delivery's id -> the dispositions whose range holds it, in order
 
 
 def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames:
@@ -100,9 +101,30 @@ def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames
         (f for f in frames if f.direction == "in" and f.performative == "attach"
          and f.fields.get("name") == ours.fields.get("name")), None)
     starts = [] if ours is None else delivery_starts(frames, "out" if client_role == "sender" else "in")
-    return ConnectionFrames(frames, client_role, answer, starts,
-                            [f for f in frames if f.performative == "disposition"],
-                            _errors(frames, "in"), _errors(frames, "out"))
+    dispositions = [f for f in frames if f.performative == "disposition"]
+    return ConnectionFrames(frames, client_role, answer, starts, dispositions, _errors(frames, "in"),
+                            _errors(frames, "out"), _covering(starts, dispositions))
+
+
+def _covering(starts: list[Frame], dispositions: list[Frame]) -> dict[int, list[Frame]]:
+    """For each delivery-id of ``starts``, the dispositions whose range holds it (:func:`_covers`), in order: one
+    pass over the dispositions, each walking the shorter of its range and the ids, so a cell of many deliveries
+    is not judged by every disposition again for each."""
+    ids = {int(t.fields["delivery-id"]) for t in starts if t.fields.get("delivery-id") is not None}
+    covering: dict[int, list[Frame]] = {delivery_id: [] for delivery_id in ids}
+    for frame in dispositions:
+        first = frame.fields.get("first")
+        if first is None:
+            continue
+        last = frame.fields.get("last")
+        first, last = int(first), int(first if last is None else last)
+        if span_length(first, last) <= len(ids):
+            held = [n for n in span(first, last) if n in covering]
+        else:
+            held = [n for n in ids if in_span(n, first, last)]
+        for delivery_id in held:
+            covering[delivery_id].append(frame)
+    return covering
 
 
 def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
@@ -116,9 +138,7 @@ def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
         delivery_id = int(transfer.fields["delivery-id"])
         # the peer's channel numbers differ per direction; a disposition is matched by its role and range
         other_role = "receiver" if client_role == "sender" else "sender"
-        for frame in connection.dispositions:
-            if not _covers(frame, delivery_id):
-                continue
+        for frame in connection.covering.get(delivery_id, ()):
             if frame.direction == "in" and frame.fields.get("role") == other_role:
                 broker_dispositions.append(frame)
             elif frame.direction == "out" and frame.fields.get("role") == client_role:

@@ -24,6 +24,13 @@ def _annotations(value: Any) -> str | None:
     return None
 
 
+def _wait_seconds(value: Any) -> str | None:
+    """Why ``value`` is not a wait in seconds (0: the grid's ``--timeout``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return f"expected seconds (a number, 0 for the grid's --timeout), got {value!r}"
+    return None
+
+
 def _no_script(ctx: Any, given: dict[str, Any]) -> dict[str, Any]:
     """A grid row is run by the interop harness (:func:`.interop_script.run_crossing`), never by ``run``."""
     raise RuntimeError("an interop row runs with 'amqp-conformance interop', not 'run'")
@@ -50,6 +57,8 @@ CROSSING = Scenario(
         "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
         "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
+        "send_wait_s": _wait_seconds,  # how long the sending client's send may wait for its messages' ends (0: the
+        # grid's --timeout, the most it ever waits): a row whose check needs only a second past the broker's answer
         "receives": int,  # in how many receive commands the receiving client takes them, an equal share each (its
         # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
@@ -62,7 +71,8 @@ CROSSING = Scenario(
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
-              "receives": 1, "provocation": "none", "drip_bytes": 0, "close_links": False},
+              "receives": 1, "send_wait_s": 0,
+              "provocation": "none", "drip_bytes": 0, "close_links": False},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message

@@ -74,6 +74,13 @@ class RelayedConnection:
         self._error: str | None = None
         self._ended = False
         self._last_activity = time.monotonic()
+        self._client_open: Frame | None = None
+
+    @property
+    def client_open(self) -> Frame | None:
+        """The client's ``open`` frame once it has passed (its ``container-id`` tells whose connection this is)."""
+        with self._lock:
+            return self._client_open
 
     @property
     def frames(self) -> list[Frame]:
@@ -137,6 +144,8 @@ class RelayedConnection:
                     self._insert(frame)
 
     def _insert(self, frame: Frame) -> None:
+        if self._client_open is None and frame.direction == "out" and frame.performative == "open":
+            self._client_open = frame
         frames = self._frames
         if not frames or frames[-1].t_ns <= frame.t_ns:
             frames.append(frame)
