@@ -111,9 +111,9 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
 
         def send() -> None:
             try:
-                run.send_reply = ask("sender", sender, "send", min(given["send_wait_s"] or timeout_s, timeout_s),
-                                     link=LINKS["sender"], messages=[{"body": body, "settled": given["presettled"]}
-                                               for body in sent_bodies(given)])
+                messages = [{"body": body, "settled": given["presettled"]} for body in sent_bodies(given)]
+                wait_s = min(given["send_wait_s"] or timeout_s, timeout_s)  # a row may wait less, never more
+                run.send_reply = ask("sender", sender, "send", wait_s, link=LINKS["sender"], messages=messages)
                 run.send_replied_ns = time.monotonic_ns()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
                 failure.append(exc)
