@@ -42,6 +42,16 @@ class _Meter:
     written: int = 0
     eof: bool = False  # the client closed its sending side (or the connection failed)
     dropped: bool = False  # the server closed the connection
+    tls: TlsServerConnection | None = None  # over TLS, the connection that counts the plaintext
+
+    def count_read(self, received: int) -> None:
+        """Count ``received`` bytes read and acted on (over TLS: the plaintext decrypted so far, whatever the
+        record boundaries)."""
+        self.read = self.tls.plain_read if self.tls else self.read + received
+
+    def count_written(self, produced: int) -> None:
+        """Count ``produced`` bytes written (over TLS: the plaintext encrypted so far)."""
+        self.written = self.tls.plain_written if self.tls else self.written + produced
 
 
 def _recv(sock: socket.socket) -> bytes | None:
@@ -140,9 +150,10 @@ class ReferenceServer:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection = self.broker.accept(f"{peer[0]}:{peer[1]}")
-            self._connections[sock] = TlsServerConnection(connection, self.tls) if self.tls else connection
+            tls = TlsServerConnection(connection, self.tls) if self.tls else None
+            self._connections[sock] = tls or connection
             self._pending[sock] = bytearray()
-            self._meters[sock] = self._meter_by_peer[f"{peer[0]}:{peer[1]}"] = _Meter()
+            self._meters[sock] = self._meter_by_peer[f"{peer[0]}:{peer[1]}"] = _Meter(tls=tls)
             self._selector.register(sock, selectors.EVENT_READ, "conn")
             return
         sock = key.fileobj
@@ -160,8 +171,7 @@ class ReferenceServer:
             meter = self._meters[sock]
             if data:
                 connection.receive_data(data)
-                meter.read = connection.plain_read if isinstance(connection, TlsServerConnection) \
-                    else meter.read + len(data)
+                meter.count_read(len(data))
             else:
                 meter.eof = True
                 connection.receive_eof()
@@ -172,9 +182,7 @@ class ReferenceServer:
             connection.engine.tick(now)
             out = self._pending[sock]
             produced = connection.data_to_send()
-            meter = self._meters[sock]
-            meter.written = connection.plain_written if isinstance(connection, TlsServerConnection) \
-                else meter.written + len(produced)
+            self._meters[sock].count_written(len(produced))
             out += produced
             while out:
                 try:
