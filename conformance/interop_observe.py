@@ -289,8 +289,10 @@ def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dic
 def observations(cell: CellFrames, index: int = 0) -> dict[str, Any]:
     """:func:`observe` over a cell indexed once, so that looking at each of its deliveries in turn costs one
     pass over the dispositions, not over every frame."""
-    sent = link_view(cell.sending, index)
-    got = link_view(cell.receiving, index)
+    return _observations(cell, link_view(cell.sending, index), link_view(cell.receiving, index))
+
+
+def _observations(cell: CellFrames, sent: LinkView, got: LinkView) -> dict[str, Any]:
     client_settled = _settled_at(got.client_dispositions)
     broker_settled = _settled_at(got.broker_dispositions)
     delivered_settled = bool(got.transfer is not None and got.transfer.fields.get("settled"))
@@ -581,14 +583,16 @@ def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, 
 
 def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[str, Any]]],
                                  events: dict[str, list[dict[str, Any]]], links: dict[str, str], tells_fields: bool,
-                                 settlement_claims: dict[str, bool]) -> tuple[list[str], list[dict[str, Any]]]:
+                                 settlement_claims: dict[str, bool], send_replied_ns: int | None = None
+                                 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Every delivery of the cell (its two connections, indexed once: :func:`cell_frames`) held to what the
     clients told of it, not only the first, which the row's expectation reads: for each delivery index (the most
     that either link carried or either client reported), :func:`report_disagreements`,
-    :func:`settlement_disagreements`, :func:`second_settlement_disagreements` and :func:`arrival_disagreements`
-    over that delivery's frames (:func:`observations` of the index), its reports
+    :func:`settlement_disagreements`, :func:`second_settlement_disagreements`, :func:`arrival_disagreements` and
+    :func:`untold_settlement` over that delivery's frames (:func:`observations` of the index), its reports
     (``reports``: per role, the reply's delivery reports in order) and the later ``delivery-update`` events of it
-    (``events``: per role; ``links``: per role, the link's name). A line about a delivery after the first names it.
+    (``events``: per role; ``links``: per role, the link's name; ``send_replied_ns``: when the send's reply came,
+    on the frames' clock, None when it never did). A line about a delivery after the first names it.
     Returns the lines and, per index, what each client last told (``remote``: :func:`told_remote_settled`,
     ``local``: :func:`told_locally_settled`, per role that reported the delivery)."""
     transfers = {"sender": deliveries(cell.sending.frames, "out"), "receiver": deliveries(cell.receiving.frames, "in")}
@@ -601,12 +605,16 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
         remote = {role: told_remote_settled(report, events[role], links[role]) for role, report in told.items()}
         local = {role: told_locally_settled(report, events[role], links[role]) for role, report in told.items()}
         told_per_delivery.append({"remote": remote, "local": local})
-        observed = observations(cell, index)
+        sending_view = link_view(cell.sending, index)
+        observed = _observations(cell, sending_view, link_view(cell.receiving, index))
         found = report_disagreements(observed, told.get("sender"), told.get("receiver"), tells_fields)
         found += settlement_disagreements(observed, remote, settlement_claims)
         found += second_settlement_disagreements(remote, local)
         found += arrival_disagreements({role: sent[index] for role, sent in transfers.items() if index < len(sent)},
                                        told)
+        if "sender" in told:
+            found += untold_settlement(sending_view, told["sender"], remote["sender"], local["sender"],
+                                       send_replied_ns)
         lines += found if index == 0 else [f"delivery {index + 1} of the link: {line}" for line in found]
     return lines, told_per_delivery
 
@@ -617,31 +625,25 @@ ERROR_SCOPES = {"detach": "link", "end": "session", "close": "connection"}  # th
 UNTOLD_GRACE_NS = 1_000_000_000  # how long a library is given to tell its caller of a settlement the broker sent
 
 
-def untold_settlement_disagreements(cell: CellFrames, sent_reports: list[dict[str, Any]],
-                                    events: list[dict[str, Any]], link: str, replied_ns: int | None) -> list[str]:
-    """Where the sending client's API told its caller nothing at all of a message it sent unsettled (its delivery
-    report and later ``delivery-update`` events: no remote state, no settlement at either end) although a
-    disposition of the broker had settled the message's delivery at least :data:`UNTOLD_GRACE_NS` before the
-    send's reply (``replied_ns``, on the frames' clock): the delivery was over on the wire and the API never said
-    so (004 pn_delivery_settled: true once the delivery is settled at the remote endpoint). A pre-settled message
-    is the client's own settlement and is not held to it; a message not yet transferred has nothing to tell."""
-    if replied_ns is None:
+def untold_settlement(sent: LinkView, report: dict[str, Any], remote: bool | None, local: bool | None,
+                      replied_ns: int | None) -> list[str]:
+    """Whether the sending client's API told its caller nothing at all of a message it sent unsettled (its
+    delivery ``report``, and what it last told of the broker's settlement, ``remote``, and of its own, ``local``,
+    counting later ``delivery-update`` events: no remote state, no settlement at either end) although a
+    disposition of the broker had settled the message's delivery (``sent``: its view of the sending link) at
+    least :data:`UNTOLD_GRACE_NS` before the send's reply (``replied_ns``, on the frames' clock): the delivery
+    was over on the wire and the API never said so (004 pn_delivery_settled: true once the delivery is settled
+    at the remote endpoint). One line, or none. A pre-settled message is the client's own settlement and is not
+    held to it; a message not yet transferred has nothing to tell."""
+    if replied_ns is None or report.get("remote_state") is not None or remote is not None or local is not None:
         return []
-    lines: list[str] = []
-    for index, report in enumerate(sent_reports):
-        if report.get("remote_state") is not None or told_remote_settled(report, events, link) is not None \
-                or told_locally_settled(report, events, link) is not None:
-            continue
-        view = link_view(cell.sending, index)
-        settled_at = _settled_at(view.broker_dispositions)
-        if view.transfer is None or view.transfer.fields.get("settled") or settled_at is None \
-                or replied_ns - settled_at < UNTOLD_GRACE_NS:
-            continue
-        line = (f"sending client: its API told nothing of the message (no remote state, no settlement: "
-                f"{report.get('api')!r}) though a disposition of the broker settled its delivery "
-                f"{(replied_ns - settled_at) // 1_000_000} ms before the send's reply")
-        lines.append(line if index == 0 else f"delivery {index + 1} of the link: {line}")
-    return lines
+    settled_at = _settled_at(sent.broker_dispositions)
+    if sent.transfer is None or sent.transfer.fields.get("settled") or settled_at is None \
+            or replied_ns - settled_at < UNTOLD_GRACE_NS:
+        return []
+    return [f"sending client: its API told nothing of the message (no remote state, no settlement: "
+            f"{report.get('api')!r}) though a disposition of the broker settled its delivery "
+            f"{(replied_ns - settled_at) // 1_000_000} ms before the send's reply"]
 
 
 def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
