@@ -442,6 +442,47 @@ def told_locally_settled(report: dict[str, Any] | None, events: list[dict[str, A
     return _last_told(report, events, link, "locally_settled")
 
 
+def told_received_state(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str
+                        ) -> dict[str, Any] | None:
+    """What a receiving client last told of the state the broker (the delivery's sender) gave a delivery it
+    received on ``link``: its receive report's ``remote_state``, then that of each later ``delivery-update``
+    event of the delivery (same link and index) that carries one; None when nothing said."""
+    if report is None:
+        return None
+    told = report.get("remote_state")
+    index = report.get("index", 0)
+    for event in events:
+        if (event.get("event") == "delivery-update" and event.get("link") == link and event.get("index") == index
+                and event.get("remote_state") is not None):
+            told = event["remote_state"]
+    return told
+
+
+def received_state_disagreements(observed: dict[str, Any], told: dict[str, Any] | None, claims: bool) -> list[str]:
+    """Where what the receiving client's API told of the state the broker gave its delivery (``told``:
+    :func:`told_received_state`) contradicts the broker's dispositions of it (``broker_settles_receiver``), one
+    line each. A told state must be the state of the broker's last disposition that carries one (AMQP 1.0
+    2.7.6: a disposition's state is optional, and one without leaves the state as it was), its type and every
+    field it reports; with ``claims`` (the receiving client's profile claims ``received-remote-state``: its API
+    tells that state) telling none where that disposition carries a terminal state disagrees too (004,
+    pn_delivery_remote_state: the remote state of the delivery as indicated by the remote peer)."""
+    states = [s for s in (_state_summary(d.get("state")) for d in observed.get("broker_settles_receiver") or [])
+              if s is not None]
+    wire = states[-1] if states else None
+    if told is None:
+        if claims and wire is not None and wire["type"] in TERMINAL_STATES:
+            return [f"receiving client: its API told no state the broker gave the message, the broker's last "
+                    f"disposition of it carries {wire} (its profile claims received-remote-state)"]
+        return []
+    if wire is None:
+        return [f"receiving client: its API told that the broker gave the message the state {told}, no "
+                "disposition of the broker carried one"]
+    if told.get("type") != wire["type"]:
+        return [f"receiving client: its API told that the broker gave the message the state {told}, the wire "
+                f"says {wire}"]
+    return [line.replace("sending client:", "receiving client:", 1) for line in _field_disagreements(told, wire, False)]
+
+
 def second_settlement_disagreements(told_remote: dict[str, bool | None],
                                     told_local: dict[str, bool | None]) -> list[str]:
     """Where a client's API told it that the other end settled a delivery and the client had still not settled
@@ -583,13 +624,14 @@ def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, 
 
 def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[str, Any]]],
                                  events: dict[str, list[dict[str, Any]]], links: dict[str, str], tells_fields: bool,
-                                 settlement_claims: dict[str, bool], send_replied_ns: int | None = None
-                                 ) -> tuple[list[str], list[dict[str, Any]]]:
+                                 settlement_claims: dict[str, bool], send_replied_ns: int | None = None,
+                                 receiver_tells_state: bool = False) -> tuple[list[str], list[dict[str, Any]]]:
     """Every delivery of the cell (its two connections, indexed once: :func:`cell_frames`) held to what the
     clients told of it, not only the first, which the row's expectation reads: for each delivery index (the most
     that either link carried or either client reported), :func:`report_disagreements`,
-    :func:`settlement_disagreements`, :func:`second_settlement_disagreements`, :func:`arrival_disagreements` and
-    :func:`untold_settlement` over that delivery's frames (:func:`observations` of the index), its reports
+    :func:`settlement_disagreements`, :func:`second_settlement_disagreements`, :func:`arrival_disagreements`,
+    :func:`untold_settlement` and :func:`received_state_disagreements` (``receiver_tells_state``: the receiving
+    client's claim) over that delivery's frames (:func:`observations` of the index), its reports
     (``reports``: per role, the reply's delivery reports in order) and the later ``delivery-update`` events of it
     (``events``: per role; ``links``: per role, the link's name; ``send_replied_ns``: when the send's reply came,
     on the frames' clock, None when it never did). A line about a delivery after the first names it.
@@ -612,6 +654,10 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
         found += second_settlement_disagreements(remote, local)
         found += arrival_disagreements({role: sent[index] for role, sent in transfers.items() if index < len(sent)},
                                        told)
+        if "receiver" in told:
+            found += received_state_disagreements(
+                observed, told_received_state(told["receiver"], events["receiver"], links["receiver"]),
+                receiver_tells_state)
         if "sender" in told:
             found += untold_settlement(sending_view, told["sender"], remote["sender"], local["sender"],
                                        send_replied_ns)

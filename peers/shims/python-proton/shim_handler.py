@@ -359,9 +359,11 @@ class ShimHandler(MessagingHandler):
                 record.locally_settled = True
                 record.api.append("Delivery.settle()")
             record.done = True
-        elif record.disposed is not None and not record.locally_settled:
-            delivery.settle()
-            record.locally_settled = True
+        else:
+            record.remote_state = state_json(delivery.remote_state, delivery.remote)
+            if record.disposed is not None and not record.locally_settled:
+                delivery.settle()
+                record.locally_settled = True
         self.after_update(record)
 
     def after_update(self, record: Sent | Arrival) -> None:
@@ -370,8 +372,9 @@ class ShimHandler(MessagingHandler):
             news: dict[str, Any] = {"event": "delivery-update", "link": record.link, "index": record.index,
                                     "tag": record.tag, "remote_settled": record.remote_settled,
                                     "locally_settled": record.locally_settled}
+            news["remote_state"] = record.remote_state
             if isinstance(record, Sent):
-                news.update(remote_state=record.remote_state, api="; ".join(record.api))
+                news["api"] = "; ".join(record.api)
             self.write(news)
         self.progress()
 
@@ -385,6 +388,7 @@ class ShimHandler(MessagingHandler):
         arrival = Arrival(state.name, delivery, body_text(message.body), tag_hex(delivery), bool(delivery.settled),
                           message.delivery_count, message.first_acquirer)
         arrival.remote_settled = bool(delivery.settled)
+        arrival.remote_state = state_json(delivery.remote_state, delivery.remote)
         delivery.shim_record = arrival
         state.inbox.append(arrival)
         self.progress()

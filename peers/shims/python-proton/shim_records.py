@@ -58,6 +58,7 @@ class Arrival:
     first_acquirer: bool | None
     index: int = -1  # its place in the receive that took it
     disposed: dict[str, Any] | None = None
+    remote_state: dict[str, Any] | None = None  # the state the sender gave it, as Delivery.remote_state tells
     locally_settled: bool = False
     remote_settled: bool = False
     reported: bool = False
@@ -66,5 +67,5 @@ class Arrival:
         """The contract's receive report of this message, as it stands."""
         return {"index": self.index, "body": self.body, "tag": self.tag,
                 "settled_on_arrival": self.settled_on_arrival, "delivery_count": self.delivery_count,
-                "first_acquirer": self.first_acquirer, "disposed": self.disposed,
+                "first_acquirer": self.first_acquirer, "disposed": self.disposed, "remote_state": self.remote_state,
                 "locally_settled": self.locally_settled, "remote_settled": self.remote_settled}

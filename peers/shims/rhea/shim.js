@@ -337,7 +337,8 @@ function linkEvents(cyc, ls) {
       const rec = ls.received.get(context.delivery);
       if (rec && rec.reported) {
         emit({
-          event: 'delivery-update', link: ls.name, index: rec.index, tag: hex(context.delivery.tag), remote_state: null,
+          event: 'delivery-update', link: ls.name, index: rec.index, tag: hex(context.delivery.tag),
+          remote_state: stateJson(context.delivery.remote_state),
           remote_settled: nullable(context.delivery.remote_settled),
           locally_settled: nullable(context.delivery.settled), api: "receiver 'settled' event",
         });
@@ -686,6 +687,7 @@ function pumpReceive(ls) {
       delivery_count: nullable(m.delivery_count),
       first_acquirer: nullable(m.first_acquirer),
       disposed: applyError ? null : w.call.disposed,
+      remote_state: stateJson(d.remote_state),
       locally_settled: nullable(d.settled),
       remote_settled: nullable(d.remote_settled),
       api: (applyError ? w.call.api + ' threw ' + applyError.description : w.call.api) +
