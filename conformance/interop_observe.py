@@ -356,6 +356,18 @@ def _state_summary(state: Any) -> dict[str, Any] | None:
     return summary
 
 
+def _last_state(dispositions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The state of the last of ``dispositions`` (kept frames, in order) that carries one, in the shims' report
+    form (:func:`_state_summary`); None when none does. A disposition may carry no state (AMQP 1.0 2.7.6: its
+    state field is optional): a broker that settles a delivery it gave an outcome to earlier, with no state
+    the second time, has told no other outcome."""
+    for disposition in reversed(dispositions):
+        summary = _state_summary(disposition.get("state"))
+        if summary is not None:
+            return summary
+    return None
+
+
 def _field_disagreements(reported: dict[str, Any], wire: dict[str, Any], tells_fields: bool) -> list[str]:
     """Where the sending client's reported remote state (of the wire's type) and the wire's differ in a field:
     a field it reports must be the wire's; with ``tells_fields`` (its API gives every field), a field it leaves
@@ -378,16 +390,16 @@ def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] |
     """Where a client's API told its caller something the wire contradicts, one line each ([] when none).
 
     A shim reports what its library's API said (null where the API says nothing); the wire is the truth. The
-    sending client's ``remote_state`` must be the state of the broker's last disposition for the message: its
-    type, and every field of it the shim reports (a rejected's condition and description, a modified's flags
-    and annotations, :data:`REPORTED_STATE_FIELDS`); with ``sender_tells_fields`` (the sending client's
-    profile claims ``remote-state-fields``: its API tells the outcome and gives all of its fields) a field it
-    reports null must be absent from the wire too, and so must a terminal state when it reports none. The
-    receiving client's ``disposed`` outcome must be the state its own disposition carried, when it sent one.
+    sending client's ``remote_state`` must be the state of the broker's last disposition for the message that
+    carries one (:func:`_last_state`): its type, and every field of it the shim reports (a rejected's condition
+    and description, a modified's flags and annotations, :data:`REPORTED_STATE_FIELDS`); with
+    ``sender_tells_fields`` (the sending client's profile claims ``remote-state-fields``: its API tells the
+    outcome and gives all of its fields) a field it reports null must be absent from the wire too, and so must
+    a terminal state when it reports none. The receiving client's ``disposed`` outcome must be the state its
+    own disposition carried, when it sent one.
     """
     lines: list[str] = []
-    answers = observed.get("sender_answers") or []
-    wire = _state_summary(answers[-1].get("state")) if answers else None
+    wire = _last_state(observed.get("sender_answers") or [])
     if send_report is not None and send_report.get("remote_state") is None:
         if sender_tells_fields and wire is not None and wire["type"] in TERMINAL_STATES:
             lines.append(f"sending client: its API told no remote state, the broker's last disposition carries "
@@ -461,14 +473,12 @@ def told_received_state(report: dict[str, Any] | None, events: list[dict[str, An
 def received_state_disagreements(observed: dict[str, Any], told: dict[str, Any] | None, claims: bool) -> list[str]:
     """Where what the receiving client's API told of the state the broker gave its delivery (``told``:
     :func:`told_received_state`) contradicts the broker's dispositions of it (``broker_settles_receiver``), one
-    line each. A told state must be the state of the broker's last disposition that carries one (AMQP 1.0
-    2.7.6: a disposition's state is optional, and one without leaves the state as it was), its type and every
+    line each. A told state must be the state of the broker's last disposition that carries one (a disposition
+    may carry none, AMQP 1.0 2.7.6, and then tells no new state: :func:`_last_state`), its type and every
     field it reports; with ``claims`` (the receiving client's profile claims ``received-remote-state``: its API
     tells that state) telling none where that disposition carries a terminal state disagrees too (004,
     pn_delivery_remote_state: the remote state of the delivery as indicated by the remote peer)."""
-    states = [s for s in (_state_summary(d.get("state")) for d in observed.get("broker_settles_receiver") or [])
-              if s is not None]
-    wire = states[-1] if states else None
+    wire = _last_state(observed.get("broker_settles_receiver") or [])
     if told is None:
         if claims and wire is not None and wire["type"] in TERMINAL_STATES:
             return [f"receiving client: its API told no state the broker gave the message, the broker's last "
