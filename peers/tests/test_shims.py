@@ -462,12 +462,12 @@ def test_python_proton_shim_presettles_settles_second_detaches_and_reconnects(re
     assert attach(shim, "r2", "receiver", "q2", rcv="second")["remote_rcv_settle_mode"] == "second"
     got = receive(shim, "r2", {"type": "accepted"}, count=2, settle=False)
     # the sender (the broker) settles each only after the outcome, which the reply does not wait for: the shim
-    # settles each then and tells it in a delivery-update event
-    assert [(d["body"], d["remote_settled"], d["locally_settled"]) for d in got] == \
-        [("p1", False, False), ("u1", False, False)]
+    # settles each then and tells it in a delivery-update event, with the state the broker settled with
+    assert [(d["body"], d["remote_state"], d["remote_settled"], d["locally_settled"]) for d in got] == \
+        [("p1", None, False, False), ("u1", None, False, False)]
     assert [e.body for e in events(shim, 2)] == [
         {"event": "delivery-update", "link": "r2", "index": index, "tag": got[index]["tag"], "remote_settled": True,
-         "locally_settled": True} for index in (0, 1)]
+         "locally_settled": True, "remote_state": {"type": "accepted"}} for index in (0, 1)]
     shim.events.clear()
 
     assert attach(shim, "s3", "sender", "q3", snd="settled")["remote_snd_settle_mode"] == "settled"
