@@ -368,10 +368,11 @@ def _last_state(dispositions: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def _field_disagreements(reported: dict[str, Any], wire: dict[str, Any], tells_fields: bool) -> list[str]:
-    """Where the sending client's reported remote state (of the wire's type) and the wire's differ in a field:
-    a field it reports must be the wire's; with ``tells_fields`` (its API gives every field), a field it leaves
-    null must be absent from the wire too."""
+def _field_disagreements(reported: dict[str, Any], wire: dict[str, Any], tells_fields: bool,
+                         client: str = "sending client") -> list[str]:
+    """Where a client's reported remote state (of the wire's type) and the wire's differ in a field: a field it
+    reports must be the wire's; with ``tells_fields`` (its API gives every field), a field it leaves null must
+    be absent from the wire too. ``client``: who told it, as the lines name it."""
     lines = []
     for name, _, default in REPORTED_STATE_FIELDS.get(wire["type"], ()):
         told = _plain(reported.get(name))
@@ -379,7 +380,7 @@ def _field_disagreements(reported: dict[str, Any], wire: dict[str, Any], tells_f
             continue
         if (default if told is None else told) != wire[name]:
             said = "nothing" if told is None else repr(told)
-            lines.append(f"sending client: its API gave the remote {wire['type']}'s {name} as {said}, the wire "
+            lines.append(f"{client}: its API gave the remote {wire['type']}'s {name} as {said}, the wire "
                          f"carries {wire[name]!r}"
                          + (" (its profile claims remote-state-fields)" if told is None else ""))
     return lines
@@ -427,18 +428,24 @@ def report_disagreements(observed: dict[str, Any], send_report: dict[str, Any] |
     return lines
 
 
-def _last_told(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str, key: str) -> bool | None:
+def _last_said(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str, key: str) -> Any:
     """The delivery report's ``key``, then that of each later ``delivery-update`` event of the same delivery (same
-    link and index) that says it, the last word counting; None when nothing said."""
+    link and index) that says it (not null), the last word counting; None when nothing said."""
     if report is None:
         return None
-    told = report.get(key)
+    said = report.get(key)
     index = report.get("index", 0)
     for event in events:
         if (event.get("event") == "delivery-update" and event.get("link") == link and event.get("index") == index
                 and event.get(key) is not None):
-            told = bool(event[key])
-    return told
+            said = event[key]
+    return said
+
+
+def _last_told(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str, key: str) -> bool | None:
+    """:func:`_last_said` of a yes-or-no ``key``, as a bool; None when nothing said."""
+    said = _last_said(report, events, link, key)
+    return None if said is None else bool(said)
 
 
 def told_remote_settled(report: dict[str, Any] | None, events: list[dict[str, Any]], link: str) -> bool | None:
@@ -458,16 +465,8 @@ def told_received_state(report: dict[str, Any] | None, events: list[dict[str, An
                         ) -> dict[str, Any] | None:
     """What a receiving client last told of the state the broker (the delivery's sender) gave a delivery it
     received on ``link``: its receive report's ``remote_state``, then that of each later ``delivery-update``
-    event of the delivery (same link and index) that carries one; None when nothing said."""
-    if report is None:
-        return None
-    told = report.get("remote_state")
-    index = report.get("index", 0)
-    for event in events:
-        if (event.get("event") == "delivery-update" and event.get("link") == link and event.get("index") == index
-                and event.get("remote_state") is not None):
-            told = event["remote_state"]
-    return told
+    event of the delivery that carries one (:func:`_last_said`); None when nothing said."""
+    return _last_said(report, events, link, "remote_state")
 
 
 def received_state_disagreements(observed: dict[str, Any], told: dict[str, Any] | None, claims: bool) -> list[str]:
@@ -475,9 +474,10 @@ def received_state_disagreements(observed: dict[str, Any], told: dict[str, Any] 
     :func:`told_received_state`) contradicts the broker's dispositions of it (``broker_settles_receiver``), one
     line each. A told state must be the state of the broker's last disposition that carries one (a disposition
     may carry none, AMQP 1.0 2.7.6, and then tells no new state: :func:`_last_state`), its type and every
-    field it reports; with ``claims`` (the receiving client's profile claims ``received-remote-state``: its API
-    tells that state) telling none where that disposition carries a terminal state disagrees too (004,
-    pn_delivery_remote_state: the remote state of the delivery as indicated by the remote peer)."""
+    field it reports (004, "Dispositions": the remote disposition holds the last known remote state of the
+    delivery); with ``claims`` (the receiving client's profile claims ``received-remote-state``: its API tells
+    that state, 004 ``pn_delivery_remote_state``) telling none where that disposition carries a terminal state
+    disagrees too."""
     wire = _last_state(observed.get("broker_settles_receiver") or [])
     if told is None:
         if claims and wire is not None and wire["type"] in TERMINAL_STATES:
@@ -490,7 +490,7 @@ def received_state_disagreements(observed: dict[str, Any], told: dict[str, Any] 
     if told.get("type") != wire["type"]:
         return [f"receiving client: its API told that the broker gave the message the state {told}, the wire "
                 f"says {wire}"]
-    return [line.replace("sending client:", "receiving client:", 1) for line in _field_disagreements(told, wire, False)]
+    return _field_disagreements(told, wire, False, "receiving client")
 
 
 def second_settlement_disagreements(told_remote: dict[str, bool | None],
