@@ -8,6 +8,8 @@ A pattern is plain data, so case tables can hold it:
 - ``{"@regex": "..."}`` matches a str (or bytes, read as UTF-8) that the regular expression fully matches;
 - ``{"@present": true}`` matches any non-null value, ``{"@present": false}`` an absent or null one;
 - ``{"@one-of": [p1, p2]}`` matches when any of the patterns matches;
+- ``{"@includes": [p1, p2]}`` matches a list holding, in that order, an element matching each pattern, with any
+  other elements before, between and after them (a pattern that names the one error it concerns);
 - ``{"@symbol": p}`` (likewise ``@string``, ``@binary``, ``@boolean``, ``@ubyte``, ``@ushort``, ``@uint``,
   ``@ulong``, ``@byte``, ``@short``, ``@int``, ``@long``, ``@timestamp``, ``@char``, ``@float``, ``@double``)
   matches a value of that AMQP type (as decoded by ``proton.Data``, which keeps the type, see
@@ -57,7 +59,7 @@ AMQP_TYPES: dict[str, Callable[[Any], bool]] = {
     "double": _is_exactly(float),
 }
 TYPE_OPERATORS = tuple(f"@{name}" for name in AMQP_TYPES)
-OPERATORS = ("@regex", "@present", "@one-of", *TYPE_OPERATORS)
+OPERATORS = ("@regex", "@present", "@one-of", "@includes", *TYPE_OPERATORS)
 
 
 def amqp_type_of(value: Any) -> str:
@@ -113,10 +115,23 @@ def _operator(pattern: dict, value: Any, where: str) -> list[str]:
         if isinstance(text, str) and re.fullmatch(arg, text):
             return []
         return [f"{where}: expected text matching /{arg}/, observed {render(value)}"]
+    if op == "@includes":
+        return _includes(arg, value, where)
     # @one-of
     if any(not mismatches(option, value) for option in arg):
         return []
     return [f"{where}: expected one of {render(arg)}, observed {render(value)}"]
+
+
+def _includes(patterns: list, value: Any, where: str) -> list[str]:
+    """[] when ``value`` is a list holding an element matching each of ``patterns``, in their order. Each pattern
+    takes the earliest element after the previous one's that matches it: if any in-order choice exists, that
+    one does, since an earlier element never leaves less room for the patterns after it."""
+    if isinstance(value, list):
+        items = iter(value)
+        if all(any(not mismatches(sub, item) for item in items) for sub in patterns):
+            return []
+    return [f"{where}: expected a list including, in order, {render(patterns)}, observed {render(value)}"]
 
 
 def _scalar_equal(pattern: Any, value: Any) -> bool:
@@ -143,9 +158,9 @@ def validate_pattern(pattern: Any, path: str = "") -> list[str]:
                         problems.append(f"{here}: invalid regular expression {sub!r}: {exc}")
                 elif key in TYPE_OPERATORS:
                     problems += validate_pattern(sub, here)
-                elif key == "@one-of":
+                elif key in ("@one-of", "@includes"):
                     if not isinstance(sub, list):
-                        problems.append(f"{here}: @one-of takes a list of patterns")
+                        problems.append(f"{here}: {key} takes a list of patterns")
                     else:
                         for i, option in enumerate(sub):
                             problems += validate_pattern(option, f"{here}[{i}]")

@@ -33,6 +33,12 @@ MATCHING = [
     # @one-of
     pytest.param({"@one-of": [{"@type": "released"}, {"@type": "accepted"}]}, ACCEPTED, id="one-of-second"),
     pytest.param({"@one-of": [None, 0]}, None, id="one-of-none"),
+    # @includes: in order, others allowed anywhere
+    pytest.param({"@includes": [{"p": "end"}]}, [{"p": "end"}, {"p": "close"}], id="includes-first-of-two"),
+    pytest.param({"@includes": [{"p": "close"}]}, [{"p": "end"}, {"p": "close"}], id="includes-last-of-two"),
+    pytest.param({"@includes": [1, 3]}, [0, 1, 2, 3, 4], id="includes-with-gaps"),
+    pytest.param({"@includes": [{"@regex": "a.*"}, "ab"]}, ["ab", "ab"], id="includes-earliest-leaves-room"),
+    pytest.param({"@includes": []}, [], id="includes-nothing-in-empty"),
     # lists
     pytest.param([1, "a"], [1, "a"], id="list-equal"),
     pytest.param([{"@type": "accepted"}], [{"@type": "accepted", "x": 1}], id="list-of-subsets"),
@@ -85,6 +91,11 @@ NOT_MATCHING = [
     pytest.param({"first": {"@present": False}}, {"first": 0}, id="present-false-value"),
     pytest.param({"@one-of": [{"@type": "released"}, {"@type": "rejected"}]}, ACCEPTED, id="one-of-none-match"),
     pytest.param({"@one-of": []}, ACCEPTED, id="one-of-empty"),
+    pytest.param({"@includes": [{"p": "end"}]}, [{"p": "close"}], id="includes-absent"),
+    pytest.param({"@includes": [3, 1]}, [1, 2, 3], id="includes-out-of-order"),
+    pytest.param({"@includes": [1, 1]}, [1], id="includes-one-element-twice"),
+    pytest.param({"@includes": []}, None, id="includes-vs-none"),
+    pytest.param({"@includes": [1]}, (1,), id="includes-vs-tuple"),
     pytest.param([1, 2], [1], id="list-too-short"),
     pytest.param([1], [1, 2], id="list-too-long"),
     pytest.param([1, 2], [1, 3], id="list-element-differs"),
@@ -180,6 +191,9 @@ def test_validate_pattern_accepts_well_formed(pattern):
     pytest.param({"x": {"@one-of": "abc"}}, ["x.@one-of", "takes a list"], id="one-of-not-list"),
     pytest.param({"x": {"@one-of": [{"@regex": "["}]}}, ["x.@one-of[0].@regex", "invalid regular expression"],
                  id="bad-regex-inside-one-of"),
+    pytest.param({"x": {"@includes": {"p": 1}}}, ["x.@includes", "takes a list"], id="includes-not-list"),
+    pytest.param({"x": {"@includes": [{"@regex": "["}]}}, ["x.@includes[0].@regex", "invalid regular expression"],
+                 id="bad-regex-inside-includes"),
     pytest.param([{}, {"@nope": 1}], ["[1].@nope", "unknown operator"], id="inside-list"),
 ])
 def test_validate_pattern_reports_problems(pattern, fragments):
