@@ -9,7 +9,7 @@ lists and the shims' reports: nothing waits, nothing reads a socket.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
@@ -26,6 +26,20 @@ KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in th
 def _kept(frame: Frame) -> dict[str, Any]:
     fields = KEPT_FIELDS.get(frame.performative)
     return dict(frame.fields) if fields is None else {k: frame.fields.get(k) for k in fields}
+
+
+@dataclass(frozen=True)
+class ApiClaims:
+    """What each client's profile claims its API tells, per role ("sender", "receiver"; a role not named claims
+    nothing): a check holds a client to what it claims, and to nothing more. Each field is one capability's
+    (fixtures/profiles.py): ``remote_state_fields`` (remote-state-fields: every field of a remote outcome),
+    ``remote_settlement`` (remote-settlement), ``received_remote_state`` (received-remote-state: the state the
+    broker gave a received delivery), ``link_opened`` (link-opened)."""
+
+    remote_state_fields: dict[str, bool] = field(default_factory=dict)
+    remote_settlement: dict[str, bool] = field(default_factory=dict)
+    received_remote_state: dict[str, bool] = field(default_factory=dict)
+    link_opened: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -550,12 +564,12 @@ def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dic
         reply, wire = attach_replies.get(role), observed.get(f"{role}_attach")
         if reply is None or not wire:
             continue
-        for reported, field, default in REPORTED_ATTACH_FIELDS:
+        for reported, attach_field, default in REPORTED_ATTACH_FIELDS:
             told = reply.get(reported)
-            actual = wire.get(field) if wire.get(field) is not None else default
+            actual = wire.get(attach_field) if wire.get(attach_field) is not None else default
             if told is not None and told != actual:
-                lines.append(f"{client}: its API reported the broker's {field} {told!r}, the broker's attach says "
-                             f"{actual!r}")
+                lines.append(f"{client}: its API reported the broker's {attach_field} {told!r}, the broker's "
+                             f"attach says {actual!r}")
         if claims.get(role) and reply.get("api") is None:
             lines.append(f"{client}: the broker answered its attach on the wire, its API never told it the link "
                          "opened (its attach reply names no notification; its profile claims link-opened)")
@@ -633,15 +647,14 @@ def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, 
 
 
 def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[str, Any]]],
-                                 events: dict[str, list[dict[str, Any]]], links: dict[str, str], tells_fields: bool,
-                                 settlement_claims: dict[str, bool], send_replied_ns: int | None = None,
-                                 receiver_tells_state: bool = False) -> tuple[list[str], list[dict[str, Any]]]:
+                                 events: dict[str, list[dict[str, Any]]], links: dict[str, str], claims: ApiClaims,
+                                 send_replied_ns: int | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """Every delivery of the cell (its two connections, indexed once: :func:`cell_frames`) held to what the
     clients told of it, not only the first, which the row's expectation reads: for each delivery index (the most
     that either link carried or either client reported), :func:`report_disagreements`,
     :func:`settlement_disagreements`, :func:`second_settlement_disagreements`, :func:`arrival_disagreements`,
-    :func:`untold_settlement` and :func:`received_state_disagreements` (``receiver_tells_state``: the receiving
-    client's claim) over that delivery's frames (:func:`observations` of the index), its reports
+    :func:`untold_settlement` and :func:`received_state_disagreements`, each holding a client to what its profile
+    claims (``claims``), over that delivery's frames (:func:`observations` of the index), its reports
     (``reports``: per role, the reply's delivery reports in order) and the later ``delivery-update`` events of it
     (``events``: per role; ``links``: per role, the link's name; ``send_replied_ns``: when the send's reply came,
     on the frames' clock, None when it never did). A line about a delivery after the first names it.
@@ -659,15 +672,16 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
         told_per_delivery.append({"remote": remote, "local": local})
         sending_view = link_view(cell.sending, index)
         observed = _observations(cell, sending_view, link_view(cell.receiving, index))
-        found = report_disagreements(observed, told.get("sender"), told.get("receiver"), tells_fields)
-        found += settlement_disagreements(observed, remote, settlement_claims)
+        found = report_disagreements(observed, told.get("sender"), told.get("receiver"),
+                                     claims.remote_state_fields.get("sender", False))
+        found += settlement_disagreements(observed, remote, claims.remote_settlement)
         found += second_settlement_disagreements(remote, local)
         found += arrival_disagreements({role: sent[index] for role, sent in transfers.items() if index < len(sent)},
                                        told)
         if "receiver" in told:
             found += received_state_disagreements(
                 observed, told_received_state(told["receiver"], events["receiver"], links["receiver"]),
-                receiver_tells_state)
+                claims.received_remote_state.get("receiver", False))
         if "sender" in told:
             found += untold_settlement(sending_view, told["sender"], remote["sender"], local["sender"],
                                        send_replied_ns)
