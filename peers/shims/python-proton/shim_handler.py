@@ -370,9 +370,8 @@ class ShimHandler(MessagingHandler):
         """Answer what waits on the record, or, when its command was answered already, report the news."""
         if record.reported:
             news: dict[str, Any] = {"event": "delivery-update", "link": record.link, "index": record.index,
-                                    "tag": record.tag, "remote_settled": record.remote_settled,
-                                    "locally_settled": record.locally_settled}
-            news["remote_state"] = record.remote_state
+                                    "tag": record.tag, "remote_state": record.remote_state,
+                                    "remote_settled": record.remote_settled, "locally_settled": record.locally_settled}
             if isinstance(record, Sent):
                 news["api"] = "; ".join(record.api)
             self.write(news)
