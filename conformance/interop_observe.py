@@ -3,8 +3,10 @@ API told its caller what the wire says.
 
 Both connections are captured by the interposer (peers/relay.py) with the client's frames as ``out`` and
 the broker's as ``in``. The sending connection carries one link with role sender, the receiving one a link
-with role receiver; the message is the first transfer on each. Everything here is computed from those frame
-lists and the shims' reports: nothing waits, nothing reads a socket.
+with role receiver; the message is the first transfer on each. A row's ``first_link`` puts a link of the other
+role on each connection before it, which carries no message: a link of the client's role is still the row's.
+Everything here is computed from those frame lists and the shims' reports: nothing waits, nothing reads a
+socket.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def deliveries(frames: list[Frame], direction: str) -> list[list[Frame]]:
     """The transfers of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), a list a
     delivery, in the order sent. A transfer begins a delivery unless the transfer before it in that direction
     said ``more`` and was not aborted (AMQP 1.0 2.6.14, 2.7.5: a continuation transfer may leave its delivery-id
-    out, or repeat it). Each cell's connection carries one link, so one direction holds one link's transfers."""
+    out, or repeat it). Each cell's connection carries one link of each role at the most, and only the row's link
+    carries messages, so one direction holds one link's transfers."""
     found: list[list[Frame]] = []
     continuing = False
     for frame in frames:
@@ -816,15 +819,21 @@ def credit_disagreements(sending: list[Frame]) -> list[str]:
     delivery uses no credit of its own, 2.6.14); a flow of the broker's that leaves delivery-count out counts
     from that initial value. Against a flow still in flight to the client when it sent (the relay forwarded it
     first), the most any flow so far allowed is the limit: a broker that lowers its credit is never a client's
-    fault. Each cell's connection carries one link, so every flow with a handle is that link's.
+    fault. Only the broker's flows for the client's link count: those on the handle of the broker's attach
+    answering it (by link name), or any flow with a handle when the broker's attach is not among the frames.
     """
     attach = client_attach(sending, "sender")
     initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
+    answer = None if attach is None else next(
+        (f for f in sending if f.direction == "in" and f.performative == "attach"
+         and f.fields.get("name") == attach.fields.get("name")), None)
+    handle = None if answer is None else answer.fields.get("handle")
     starts = {id(f) for f in delivery_starts(sending, "out")}  # a continuation uses no credit of its own
     allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
     sent = 0
     for frame in sending:
-        if frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") is not None:
+        if (frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") is not None
+                and (handle is None or frame.fields["handle"] == handle)):
             credit = frame.fields.get("link-credit")
             if credit is None:
                 continue
@@ -909,6 +918,34 @@ def late_detach_disagreements(replies: list[tuple[str, str, dict[str, Any]]], fr
         if ours is not None and ours.t_ns >= asked_ns[role]:
             lines.append(f"the {role} client: asked to close its link, its library wrote the detach only "
                          f"{(ours.t_ns - asked_ns[role]) / 1e6:.0f} ms after it was asked to close its connection")
+    return lines
+
+
+def handle_reuse_disagreements(frames: dict[str, list[Frame]]) -> list[str]:
+    """Where a client attached a link on a handle one of its links still held on that session, one line a
+    connection (``frames``: each connection's, by role). A handle names one attached link of a session (AMQP 1.0
+    2.6.2); the client's own detach frees it, and its end or a new begin on the channel frees them all. A
+    library that gives a second link the handle of its first (the broker must then close with
+    amqp:session:handle-in-use, 2.7.3) is at fault whatever the broker does about it."""
+    lines = []
+    for role, connection in frames.items():
+        held: dict[int, dict[Any, Any]] = {}  # channel -> handle -> the link's name
+        for frame in connection:
+            if frame.direction != "out":
+                continue
+            if frame.performative in ("begin", "end"):
+                held.pop(frame.channel, None)
+            elif frame.performative == "detach":
+                held.get(frame.channel, {}).pop(frame.fields.get("handle"), None)
+            elif frame.performative == "attach":
+                handle, name = frame.fields.get("handle"), frame.fields.get("name")
+                links = held.setdefault(frame.channel, {})
+                if handle in links:
+                    lines.append(f"the {role} client attached link {name!r} on handle {handle}, which its link "
+                                 f"{links[handle]!r} still held (AMQP 1.0 2.6.2: a handle names one attached link "
+                                 f"of a session; 2.7.3: handle-in-use)")
+                    break
+                links[handle] = name
     return lines
 
 

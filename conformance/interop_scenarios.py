@@ -68,11 +68,13 @@ CROSSING = Scenario(
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
         # the receiving client's first, before it closes its connection
+        "first_link": bool,  # each client first attaches a link of the other role (to the node's name with
+        # ".first"), kept until its connection closes: the row's link is the second on its session
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "receives": 1, "send_wait_s": 0,
-              "provocation": "none", "drip_bytes": 0, "close_links": False},
+              "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message

@@ -19,6 +19,9 @@ from amqp_conformance.peers.shimrun.crash import LibraryCrash
 from amqp_conformance.peers.shimrun.errors import ShimError, ShimExited
 
 LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim contract, by role
+# a row's ``first_link``: the link each client attaches before its row's link, by the role of the client (the link
+# is of the other role, so that the row's link is still the one link of its role on the connection)
+FIRST_LINKS = {"sender": ("first-r", "receiver"), "receiver": ("first-s", "sender")}
 # how long a client is given to close its link: the broker's answer to a detach is a reply to one frame (a local
 # broker's comes within milliseconds), and a library that waits for a closing detach the broker never sends
 # (go-amqp against a broker that only detaches) would otherwise cost the cell's whole time-out
@@ -74,8 +77,10 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     """Run the row's exchange; raises :class:`CellUnsupported` when a shim cannot express it. A failure of the
     broker (a refused attach, an error) ends the run early with ``stopped`` set; the frames tell the rest.
     With the row's ``close_links`` each client then closes its link (the receiving one first, each given
-    :data:`DETACH_TIMEOUT_S`) before its connection. ``tag``: the clients open with container-ids
-    ``interop-r-TAG`` and ``interop-s-TAG`` (so the interposer's connections can be told apart)."""
+    :data:`DETACH_TIMEOUT_S`) before its connection. With its ``first_link`` each client attaches a link of the
+    other role (:data:`FIRST_LINKS`) before its row's link, and leaves it to its connection's close. ``tag``: the
+    clients open with container-ids ``interop-r-TAG`` and ``interop-s-TAG`` (so the interposer's connections can be
+    told apart)."""
     run = CellRun()
     timeout_ms = int(timeout_s * 1000)
     tag = tag or uuid.uuid4().hex[:8]
@@ -100,11 +105,20 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
 
     host = {"hostname": hostname} if hostname else {}
     sending: threading.Thread | None = None
+
+    def first_link(party: str, shim: Shim) -> None:
+        if given["first_link"]:  # a link of the other role first: the row's link is the second on its session
+            name, role = FIRST_LINKS[party]
+            ask(party, shim, "attach", link=name, role=role, address=f"{address}.first", snd_settle_mode="unsettled",
+                rcv_settle_mode="first")
+
     try:
         ask("receiver", receiver, "connect", url=receiver_url, container_id=f"interop-r-{tag}", **host)
+        first_link("receiver", receiver)
         ask("receiver", receiver, "attach", link=LINKS["receiver"], role="receiver", address=address,
             snd_settle_mode="unsettled", rcv_settle_mode=given["rcv_settle_mode"])
         ask("sender", sender, "connect", url=sender_url, container_id=f"interop-s-{tag}", **host)
+        first_link("sender", sender)
         ask("sender", sender, "attach", link=LINKS["sender"], role="sender", address=address,
             snd_settle_mode=given["snd_settle_mode"], rcv_settle_mode=given["sender_rcv_settle_mode"])
         failure: list[BaseException] = []
