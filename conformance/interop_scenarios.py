@@ -69,7 +69,8 @@ CROSSING = Scenario(
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
         # the receiving client's first, before it closes its connection
         "first_link": bool,  # each client first attaches a link of the other role (to the node's name with
-        # ".first"), kept until its connection closes: the row's link is the second on its session
+        # ".first"), kept until its connection closes: the row's link is the second on its connection (and on its
+        # session, where the library keeps one session a connection)
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,

@@ -107,7 +107,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     sending: threading.Thread | None = None
 
     def first_link(party: str, shim: Shim) -> None:
-        if given["first_link"]:  # a link of the other role first: the row's link is the second on its session
+        if given["first_link"]:  # a link of the other role first: the row's link is the second on its connection
             name, role = FIRST_LINKS[party]
             ask(party, shim, "attach", link=name, role=role, address=f"{address}.first", snd_settle_mode="unsettled",
                 rcv_settle_mode="first")
