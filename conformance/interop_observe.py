@@ -70,6 +70,15 @@ def client_attach(frames: list[Frame], client_role: str) -> Frame | None:
                  and f.fields.get("role") == client_role), None)
 
 
+def answering_attach(frames: list[Frame], ours: Frame | None) -> Frame | None:
+    """The broker's attach answering the client's attach ``ours`` on one connection (the same link name); None
+    when the client sent none or the broker did not answer it."""
+    if ours is None:
+        return None
+    return next((f for f in frames if f.direction == "in" and f.performative == "attach"
+                 and f.fields.get("name") == ours.fields.get("name")), None)
+
+
 def deliveries(frames: list[Frame], direction: str) -> list[list[Frame]]:
     """The transfers of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), a list a
     delivery, in the order sent. A transfer begins a delivery unless the transfer before it in that direction
@@ -114,9 +123,7 @@ def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames
     """``frames`` of the connection whose client holds a link of ``client_role`` ("sender" or "receiver"),
     indexed once for the views of its deliveries (:func:`link_view`)."""
     ours = client_attach(frames, client_role)
-    answer = None if ours is None else next(
-        (f for f in frames if f.direction == "in" and f.performative == "attach"
-         and f.fields.get("name") == ours.fields.get("name")), None)
+    answer = answering_attach(frames, ours)
     starts = [] if ours is None else delivery_starts(frames, "out" if client_role == "sender" else "in")
     dispositions = [f for f in frames if f.performative == "disposition"]
     return ConnectionFrames(frames, client_role, answer, starts, dispositions, _errors(frames, "in"),
@@ -824,9 +831,7 @@ def credit_disagreements(sending: list[Frame]) -> list[str]:
     """
     attach = client_attach(sending, "sender")
     initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
-    answer = None if attach is None else next(
-        (f for f in sending if f.direction == "in" and f.performative == "attach"
-         and f.fields.get("name") == attach.fields.get("name")), None)
+    answer = answering_attach(sending, attach)
     handle = None if answer is None else answer.fields.get("handle")
     starts = {id(f) for f in delivery_starts(sending, "out")}  # a continuation uses no credit of its own
     allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
