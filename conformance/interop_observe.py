@@ -11,6 +11,7 @@ socket.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +37,14 @@ class ApiClaims:
     nothing): a check holds a client to what it claims, and to nothing more. Each field is one capability's
     (fixtures/profiles.py): ``remote_state_fields`` (remote-state-fields: every field of a remote outcome),
     ``remote_settlement`` (remote-settlement), ``received_remote_state`` (received-remote-state: the state the
-    broker gave a received delivery), ``link_opened`` (link-opened)."""
+    broker gave a received delivery), ``link_opened`` (link-opened), ``link_close_told`` (link-close-told: a link
+    the broker closed on its own)."""
 
     remote_state_fields: dict[str, bool] = field(default_factory=dict)
     remote_settlement: dict[str, bool] = field(default_factory=dict)
     received_remote_state: dict[str, bool] = field(default_factory=dict)
     link_opened: dict[str, bool] = field(default_factory=dict)
+    link_close_told: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -726,22 +729,62 @@ def untold_settlement(sent: LinkView, report: dict[str, Any], remote: bool | Non
             f"{(replied_ns - settled_at) // 1_000_000} ms before the send's reply"]
 
 
-def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]],
+                asked_at: Sequence[float] = (), event_at: Sequence[float] = ()) -> list[dict[str, Any]]:
     """The AMQP errors a client's API told its caller of (peers/shims/README.md): each failed reply whose error is
     of kind ``amqp`` (``replies``: its commands' ``(op, reply)`` in order) and each ``error`` and ``remote-close``
-    event, with scope, condition, description and where it was told."""
+    event, with scope, condition, description, where it was told and ``at``: when the failed command was asked
+    for (``asked_at``, one time per reply) or the event was read (``event_at``, one per event), on one clock, or
+    None where they give none."""
     told: list[dict[str, Any]] = []
-    for op, reply in replies:
+    for n, (op, reply) in enumerate(replies):
         error = reply.get("error") or {}
         if not reply.get("ok") and error.get("kind") == "amqp":
             told.append({"scope": error.get("scope"), "condition": error.get("condition"),
-                         "description": error.get("description"), "where": f"its {op} reply"})
-    for event in events:
+                         "description": error.get("description"), "where": f"its {op} reply",
+                         "at": asked_at[n] if n < len(asked_at) else None})
+    for n, event in enumerate(events):
         if event.get("event") in ("error", "remote-close"):  # a remote close told with its condition, if any
             told.append({"scope": event.get("scope"), "condition": event.get("condition"),
                          "description": event.get("description"),
-                         "where": "an error event" if event["event"] == "error" else "a remote-close event"})
+                         "where": ERROR_EVENT if event["event"] == "error" else "a remote-close event",
+                         "at": event_at[n] if n < len(event_at) else None})
     return told
+
+
+ERROR_EVENT = "an error event"
+
+
+def repeated_error_events(role: str, reports: list[dict[str, Any]], sent: list[dict[str, Any]]) -> list[str]:
+    """Whether the ``role`` client's API told its caller of an error more times than the broker sent it, one line
+    per scope and condition (``reports``: :func:`told_errors`; ``sent``: the errors the broker sent that client,
+    each with scope and condition). An ``error`` event is the API telling of something that happened where no
+    command waited (peers/shims/README.md), so each one, counted with a command asked for before it that failed
+    with the same error (it waited when the error came: its reply told it), needs an error of the broker's at
+    that scope and condition: an API that tells one detach's error twice (rhea raising its container's ``error``
+    for a link error its application handled) tells of an error that never came. A command asked for after the
+    event that fails on the dead link with the same error is no new telling (a reply is what the API answers a
+    call with); an event or a command whose time is unknown counts as neither. Link errors alone are held: a
+    session's or connection's error races the close every cell ends with (the broker's close crossing the
+    client's), and the harness's clocks cannot tell a close command that waited for it from one that met the
+    connection already gone."""
+    lines = []
+    for key in dict.fromkeys((r["scope"], str(r["condition"])) for r in reports
+                             if r["where"] == ERROR_EVENT and r["condition"] is not None and r["scope"] == "link"):
+        on_wire = sum(1 for e in sent if (e["scope"], str(e["condition"])) == key)
+        if not on_wire:
+            continue  # an error the broker never sent: told as such by error_report_disagreements
+        same = [r for r in reports if (r["scope"], str(r["condition"])) == key]
+        replied = [r for r in same if r["where"] not in (ERROR_EVENT, "a remote-close event") and r["at"] is not None]
+        first_reply = min(replied, key=lambda r: r["at"], default=None)
+        for count, event in enumerate((r for r in same if r["where"] == ERROR_EVENT), start=1):
+            also_reply = first_reply is not None and event["at"] is not None and first_reply["at"] < event["at"]
+            if count + also_reply > on_wire:
+                earlier = f"besides {first_reply['where']}" if also_reply else f"{count} error events"
+                lines.append(f"the {role} client's API told of {key[0]} error {key[1]!r} once more than the broker "
+                             f"sent it (an error event, {earlier}; the broker sent {on_wire})")
+                break
+    return lines
 
 
 def _shown(value: Any) -> str:
@@ -772,7 +815,8 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
     error's condition (the symbol as text); a description the API gives must be the wire's. And an error with
     a condition that the API told must be one the broker sent, at that scope (a ``delivery`` error: the error of
     an outcome the broker sent, :func:`_outcome_errors`): an API that reports a condition nobody sent misleads its
-    caller as much as one that drops the broker's.
+    caller as much as one that drops the broker's. Nor may its error events tell one error more often than the
+    broker sent it (:func:`repeated_error_events`).
     """
     lines: list[str] = []
     for role in ("sender", "receiver"):
@@ -814,6 +858,7 @@ def error_report_disagreements(frames: dict[str, list[Frame]], told: dict[str, l
                        for e in told_may_be):
                 lines.append(f"the {role} client's API told of a {report['scope']} error {_shown(report['condition'])} "
                              f"({report['where']}) that the broker never sent")
+        lines += repeated_error_events(role, reports, told_may_be)
     return lines
 
 
@@ -978,6 +1023,42 @@ def unanswered_detach_disagreements(frames: dict[str, list[Frame]]) -> list[str]
                              f"{'no error' if condition is None else condition}) and the client wrote its "
                              f"{frame.performative} without answering with its own detach (AMQP 1.0 2.6.6)")
                 break
+    return lines
+
+
+def untold_close_disagreements(frames: dict[str, list[Frame]], events: dict[str, list[dict[str, Any]]],
+                               claims: dict[str, bool]) -> list[str]:
+    """Where the broker closed a client's link on its own and the client's API never told its caller the link
+    closed, one line a connection (``frames``, ``events``: each connection's frames and each client's shim
+    events, by role; ``claims``: which roles' profiles claim ``link-close-told``, the only ones held). A detach
+    with closed=true that answers no detach of the client's on that link (matched by link name through the
+    attaches) closes the link (AMQP 1.0 2.6.6, 2.7.7 closed); an API that tells its caller an error on it and
+    never that it closed leaves the caller holding a link that is gone. Each such detach needs a link
+    ``remote-close`` event of its own."""
+    lines = []
+    for role, connection in frames.items():
+        if not claims.get(role):
+            continue
+        names: dict[tuple[str, int, Any], Any] = {}  # (direction, channel, handle) -> the link's name
+        detached: set[Any] = set()  # the names of the links the client detached
+        closings: list[tuple[Any, Any]] = []  # the broker's own closing detaches: (link name, condition)
+        for frame in connection:
+            key = (frame.direction, frame.channel, frame.fields.get("handle"))
+            if frame.performative == "attach":
+                names[key] = frame.fields.get("name")
+            elif frame.performative == "detach":
+                name = names.get(key)
+                if frame.direction == "out":
+                    detached.add(name)
+                elif frame.fields.get("closed") and name not in detached:
+                    closings.append((name, (frame.fields.get("error") or {}).get("condition")))
+        told = [e for e in events.get(role, []) if e.get("event") == "remote-close" and e.get("scope") == "link"]
+        if len(told) < len(closings):
+            name, condition = closings[len(told)]
+            lines.append(f"the {role} client: the broker closed its link {name!r} (detach closed=true, "
+                         f"{'no error' if condition is None else condition}) and its API never told it closed "
+                         f"({len(told)} link remote-close events for {len(closings)} such detaches; its profile "
+                         f"claims link-close-told)")
     return lines
 
 

@@ -54,6 +54,7 @@ class CellRun:
     send_reply: dict[str, Any] | None = None
     receive_reply: dict[str, Any] | None = None
     replies: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (role, op, reply)
+    asked_at: list[float] = field(default_factory=list)  # when each of ``replies`` was asked for (time.monotonic())
     stopped: str | None = None
     detach_replied_ns: dict[str, int] = field(default_factory=dict)  # when each role's detach reply came (monotonic)
     send_replied_ns: int | None = None  # when the sending client's send reply came (monotonic, the frames' clock)
@@ -86,6 +87,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     tag = tag or uuid.uuid4().hex[:8]
 
     def ask(party: str, shim: Shim, op: str, wait_s: float = timeout_s, **fields: Any) -> dict[str, Any]:
+        asked = time.monotonic()
         try:
             reply = shim.request(op, wait_s + 5, timeout_ms=int(wait_s * 1000), **fields)
         except ShimExited as exc:
@@ -95,6 +97,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             raise CellStopped(f"the {party} client's library crashed during its {op}: {exc.crash.describe()}") \
                 from None
         run.replies.append((party, op, reply))
+        run.asked_at.append(asked)
         if not reply.get("ok"):
             error = reply.get("error") or {}
             if error.get("kind") == "unsupported":
@@ -155,9 +158,11 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             sending.join(timeout_s + 10)  # one command at a time per shim: its send ends before its close
         for role, shim in (("sender", sender), ("receiver", receiver)):
             run.close_asked_ns[role] = time.monotonic_ns()
+            asked = time.monotonic()
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
                 run.replies.append((role, "close", reply))
+                run.asked_at.append(asked)
             except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
                 if isinstance(exc, ShimExited) and exc.crash is not None:  # its library crashed, in its close or
                     run.crashes.setdefault(role, exc.crash)  # earlier in the cell (the close finds it gone)

@@ -123,6 +123,7 @@ class Cycle {
   constructor() {
     this.connection = null;
     this.links = new Map(); // harness name -> LinkState
+    this.byLink = new Map(); // rhea link -> LinkState, for the link an event's context names (kept after a detach)
     this.waiters = new Set(); // objects with fail(error) to call when the connection dies
     this.closing = false;
     this.dead = null; // the error that lost the connection
@@ -158,6 +159,7 @@ class LinkState {
     this.sendWaiter = null;
     // receiver
     this.buffer = []; // {message, delivery} that arrived and were not yet handed to a receive
+    this.rcvSettleMode = undefined; // the rcv_settle_mode the shim attached with ('first' or 'second'; undefined: first)
     this.received = new Map(); // delivery -> {index, reported}
     this.receiveWaiter = null;
   }
@@ -271,7 +273,18 @@ async function cmdConnect(cmd) {
   cycle = cyc;
   const pending = {};
   const container = rhea.create_container({ id: cmd.container_id });
-  container.on('error', (e) => diag('container error event (unhandled by the shim):', e && e.message));
+  // rhea raises its container's 'error' for a link's or a session's error that no listener handled (link.js
+  // on_detach, session.js on_end: a LinkError, a SessionError). The shim handles each at its link and session, so
+  // one here is rhea telling its application of an error once more: reported as rhea tells it.
+  container.on('error', (e) => {
+    diag('container error event:', e && e.message);
+    const scope = e && e.link ? 'link' : e && e.session ? 'session' : 'connection';
+    const told = errorFrom(scope, e);
+    const event = { event: 'error', scope: scope, condition: told.condition, description: told.description };
+    const ls = e && e.link ? Array.from(cyc.links.values()).find((l) => l.link === e.link) : null;
+    if (ls) event.link = ls.name;
+    emit(event);
+  });
   const conn = container.create_connection(options);
   cyc.connection = conn;
   wireConnectionEvents(cyc, conn, pending);
@@ -296,14 +309,29 @@ async function cmdConnect(cmd) {
   return { remote_container: nullable(conn.container_id) };
 }
 
-function linkEvents(cyc, ls) {
-  const link = ls.link;
-  const prefix = ls.role === 'sender' ? 'sender_' : 'receiver_';
-  link.on(prefix + 'open', () => {
+// The link an event is about, as rhea hands it to its handlers: context.sender for a sender's events,
+// context.receiver for a receiver's (rhea's documented event argument, the way its examples reach the link).
+// An event whose context names no link of this cycle reaches no command: logged and dropped.
+function linkOf(cyc, context, role, ev) {
+  const link = context ? (role === 'sender' ? context.sender : context.receiver) : undefined;
+  const ls = link ? cyc.byLink.get(link) : undefined;
+  if (!ls) diag("'" + ev + "' event: its context names no " + role + ' link of this connection; dropped');
+  return ls;
+}
+
+// The handlers of one link's events: each finds its link through the event's context.
+function linkEvents(cyc, link, role) {
+  const on = (ev, handler) => link.on(ev, (context) => {
+    const ls = linkOf(cyc, context, role, ev);
+    if (ls) handler(ls, context);
+  });
+  const prefix = role === 'sender' ? 'sender_' : 'receiver_';
+  on(prefix + 'open', (ls) => {
     if (ls.awaiting && ls.awaiting.kind === 'open') ls.awaiting.opened();
   });
-  link.on(prefix + 'error', () => {
+  on(prefix + 'error', (ls) => {
     // the remote detached with an error; a close event follows.
+    const link = ls.link;
     const err = errorFrom('link', link.error);
     ls.dead = err;
     if (ls.awaiting) return ls.awaiting.reject(new ShimError(err));
@@ -311,8 +339,14 @@ function linkEvents(cyc, ls) {
       emit({ event: 'error', scope: 'link', link: ls.name, condition: err.condition, description: err.description });
     }
   });
-  link.on(prefix + 'close', () => {
-    if (link.error) return; // reported by the error event
+  on(prefix + 'close', (ls) => {
+    const link = ls.link;
+    if (link.error) {
+      // the error was told by the error event; this is rhea telling its application the link closed
+      const err = errorFrom('link', link.error);
+      emit({ event: 'remote-close', scope: 'link', link: ls.name, condition: err.condition, description: err.description });
+      return;
+    }
     if (ls.awaiting && ls.awaiting.kind === 'close') return ls.awaiting.resolve();
     const err = { kind: 'amqp', scope: 'link', condition: null, description: null };
     ls.dead = err;
@@ -320,20 +354,20 @@ function linkEvents(cyc, ls) {
     if (!failLinkWaiters(ls, err)) emit({ event: 'remote-close', scope: 'link', link: ls.name, condition: null, description: null });
   });
 
-  if (ls.role === 'sender') {
+  if (role === 'sender') {
     for (const ev of TERMINAL.concat(['received'])) {
-      link.on(ev, (context) => senderUpdate(ls, context.delivery, "sender '" + ev + "' event"));
+      on(ev, (ls, context) => senderUpdate(ls, context.delivery, "sender '" + ev + "' event"));
     }
-    link.on('settled', (context) => senderUpdate(ls, context.delivery, "sender 'settled' event"));
+    on('settled', (ls, context) => senderUpdate(ls, context.delivery, "sender 'settled' event"));
     // credit lets rhea write queued transfers (pre-settled ones raise no event of their own)
-    link.on('sender_flow', () => { if (ls.sendWaiter) setImmediate(ls.sendWaiter.check); });
-    link.on('sendable', () => { if (ls.sendWaiter) ls.sendWaiter.sendable(); });
+    on('sender_flow', (ls) => { if (ls.sendWaiter) setImmediate(ls.sendWaiter.check); });
+    on('sendable', (ls) => { if (ls.sendWaiter) ls.sendWaiter.sendable(); });
   } else {
-    link.on('message', (context) => {
+    on('message', (ls, context) => {
       ls.buffer.push({ message: context.message, delivery: context.delivery });
       pumpReceive(ls);
     });
-    link.on('settled', (context) => {
+    on('settled', (ls, context) => {
       const rec = ls.received.get(context.delivery);
       if (rec && rec.reported) {
         emit({
@@ -380,8 +414,10 @@ async function cmdAttach(cmd) {
     link = cyc.connection.open_receiver(options);
   }
   const ls = new LinkState(cmd.link, cmd.role, link);
+  ls.rcvSettleMode = cmd.rcv_settle_mode;
   cyc.links.set(cmd.link, ls);
-  linkEvents(cyc, ls);
+  cyc.byLink.set(link, ls);
+  linkEvents(cyc, link, cmd.role);
 
   await new Promise((resolve, reject) => {
     let t = null;
@@ -601,8 +637,9 @@ async function cmdSend(cmd) {
 // ---------------------------------------------------------------------------------------------
 // receive
 
-function outcomeCall(outcome, settle) {
-  // Returns {apply(delivery), api, disposed} or throws unsupported.
+function outcomeCall(outcome, settle, rcvFirst) {
+  // Returns {apply(delivery), api, disposed} or throws unsupported. rcvFirst: the receiving link was attached with
+  // rcv_settle_mode first.
   const type = outcome && outcome.type;
   const msg = rhea.message;
   let state;
@@ -646,16 +683,18 @@ function outcomeCall(outcome, settle) {
   } else {
     throw clientError('unknown outcome ' + JSON.stringify(outcome));
   }
-  if (settle) {
+  if (settle === rcvFirst) {
+    // rhea's own default, as its examples use it: accept(), release(), reject() and modified() settle the delivery
+    // under rcv_settle_mode first and leave it unsettled under second (session.js), which is what is asked here
     return {
-      apply: (d) => d.update(true, state.described()),
-      api: 'Delivery.update(true, ' + type + ')',
+      apply: (d) => (arg === undefined ? d[method]() : d[method](arg)),
+      api: 'Delivery.' + method + '()',
       disposed: disposed,
     };
   }
   return {
-    apply: (d) => (arg === undefined ? d[method]() : d[method](arg)),
-    api: 'Delivery.' + method + '()',
+    apply: (d) => d.update(settle, state.described()),
+    api: 'Delivery.update(' + settle + ', ' + type + ')',
     disposed: disposed,
   };
 }
@@ -703,7 +742,8 @@ async function cmdReceive(cmd) {
   const ls = requireLink(cmd.link);
   if (ls.role !== 'receiver') throw clientError('link ' + cmd.link + ' is not a receiver');
   if (ls.receiveWaiter) throw clientError('a receive is already in progress on ' + cmd.link);
-  const call = outcomeCall(cmd.outcome, Boolean(cmd.settle)); // throws unsupported before any credit is given
+  // throws unsupported before any credit is given
+  const call = outcomeCall(cmd.outcome, Boolean(cmd.settle), ls.rcvSettleMode !== 'second');
   const count = cmd.count;
   const receiver = ls.link;
   const cyc = cycle;
