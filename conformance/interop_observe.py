@@ -38,13 +38,14 @@ class ApiClaims:
     (fixtures/profiles.py): ``remote_state_fields`` (remote-state-fields: every field of a remote outcome),
     ``remote_settlement`` (remote-settlement), ``received_remote_state`` (received-remote-state: the state the
     broker gave a received delivery), ``link_opened`` (link-opened), ``link_close_told`` (link-close-told: a link
-    the broker closed on its own)."""
+    the broker closed on its own), ``remote_settle_modes`` (remote-settle-modes: the broker's attach's modes)."""
 
     remote_state_fields: dict[str, bool] = field(default_factory=dict)
     remote_settlement: dict[str, bool] = field(default_factory=dict)
     received_remote_state: dict[str, bool] = field(default_factory=dict)
     link_opened: dict[str, bool] = field(default_factory=dict)
     link_close_told: dict[str, bool] = field(default_factory=dict)
+    remote_settle_modes: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -561,13 +562,14 @@ REPORTED_ATTACH_FIELDS = (("remote_snd_settle_mode", "snd-settle-mode", "mixed")
 
 
 def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dict[str, Any]],
-                         claims: dict[str, bool]) -> list[str]:
+                         claims: dict[str, bool], modes_claims: dict[str, bool] | None = None) -> list[str]:
     """Where a client's attach reply contradicts the broker's attach on the wire, one line each.
     ``attach_replies``: per role, the shim's successful attach reply; ``claims``: per role, whether that client's
-    profile claims ``link-opened``.
+    profile claims ``link-opened``; ``modes_claims``: whether it claims ``remote-settle-modes``.
 
     - Every settle mode a reply reports of the broker's attach (not null) must be the one the broker's attach
-      carries (:data:`REPORTED_ATTACH_FIELDS`).
+      carries (:data:`REPORTED_ATTACH_FIELDS`); a client that claims ``remote-settle-modes`` (its API tells
+      them) must report both (2.7.3: an attach that leaves one out means its default, which the API tells too).
     - A client that claims ``link-opened`` (its API tells its caller when the broker's attach arrived, and its
       shim names that notification in the reply's ``api``) must name one when the broker answered its attach:
       AMQP 1.0 2.6.3, the broker's attach establishes the link, and an API that never says so leaves its caller
@@ -583,6 +585,9 @@ def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dic
             if told is not None and told != actual:
                 lines.append(f"{client}: its API reported the broker's {attach_field} {told!r}, the broker's "
                              f"attach says {actual!r}")
+            elif told is None and (modes_claims or {}).get(role):
+                lines.append(f"{client}: its API did not tell the broker's {attach_field} (null; the broker's attach "
+                             f"says {actual!r}; its profile claims remote-settle-modes)")
         if claims.get(role) and reply.get("api") is None:
             lines.append(f"{client}: the broker answered its attach on the wire, its API never told it the link "
                          "opened (its attach reply names no notification; its profile claims link-opened)")
@@ -727,6 +732,27 @@ def untold_settlement(sent: LinkView, report: dict[str, Any], remote: bool | Non
     return [f"sending client: its API told nothing of the message (no remote state, no settlement: "
             f"{report.get('api')!r}) though a disposition of the broker settled its delivery "
             f"{(replied_ns - settled_at) // 1_000_000} ms before the send's reply"]
+
+
+def untold_presettled_send(sending: list[Frame], messages: int, presettled: bool, replied_ns: int | None) -> list[str]:
+    """Whether the sending client's API told its caller that its pre-settled send was done only long after its
+    library had written every message (``sending``: its connection's frames; ``messages``: how many the row
+    sends; ``presettled``: the row sends them settled; ``replied_ns``: when the send's reply came, on the frames'
+    clock). A message sent settled is over at the sender once its transfer is written (003, at most once: settled
+    at the sender, and nothing comes back), so an API that says nothing of it until :data:`UNTOLD_GRACE_NS` after
+    the last transfer went out, most likely at its time-out, never told its caller. One line, or none; a send
+    whose messages did not all go out (no credit came) is not held."""
+    if not presettled or replied_ns is None:
+        return []
+    starts = delivery_starts(sending, "out")
+    if len(starts) < messages or not all(f.fields.get("settled") for f in starts):
+        return []
+    written = max(f.t_ns for f in sending if f.direction == "out" and f.performative == "transfer")
+    if replied_ns - written < UNTOLD_GRACE_NS:
+        return []
+    return [f"sending client: its API told that its pre-settled send was done {(replied_ns - written) // 1_000_000} "
+            f"ms after its library had written all {messages} messages settled (at most once: a message is over at "
+            f"the sender once written, and nothing comes back)"]
 
 
 def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]],

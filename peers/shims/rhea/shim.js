@@ -355,9 +355,10 @@ function linkEvents(cyc, link, role) {
   });
 
   if (role === 'sender') {
-    for (const ev of TERMINAL.concat(['received'])) {
-      on(ev, (ls, context) => senderUpdate(ls, context.delivery, "sender '" + ev + "' event"));
+    for (const ev of TERMINAL) {
+      on(ev, (ls, context) => senderUpdate(ls, context.delivery, "sender '" + ev + "' event", ev));
     }
+    on('received', (ls, context) => senderUpdate(ls, context.delivery, "sender 'received' event"));
     on('settled', (ls, context) => senderUpdate(ls, context.delivery, "sender 'settled' event"));
     // credit lets rhea write queued transfers (pre-settled ones raise no event of their own)
     on('sender_flow', (ls) => { if (ls.sendWaiter) setImmediate(ls.sendWaiter.check); });
@@ -474,20 +475,31 @@ function recApi(d, rec) {
   return parts.concat(rec.events).join(', then ');
 }
 
+// A sent delivery's remote state as rhea told it: the outcome its first outcome event named (an application
+// learns an outcome from the 'accepted', 'rejected', 'released' or 'modified' event; a terminal state is final,
+// so a later event naming another contradicts it), with the fields of delivery.remote_state where that is the
+// same outcome, else none; before any outcome event, delivery.remote_state.
+function sentState(d, rec) {
+  const state = stateJson(d.remote_state);
+  if (!rec.toldOutcome || (state && state.type === rec.toldOutcome)) return state;
+  return { type: rec.toldOutcome };
+}
+
 function sendReport(d, rec) {
   return {
     index: rec.index,
     tag: hex(d.tag),
-    remote_state: stateJson(d.remote_state),
+    remote_state: sentState(d, rec),
     remote_settled: nullable(d.remote_settled),
     locally_settled: nullable(d.settled),
     api: recApi(d, rec),
   };
 }
 
-function senderUpdate(ls, d, api) {
+function senderUpdate(ls, d, api, outcome) {
   const rec = ls.sent.get(d);
   if (!rec) return;
+  if (outcome && !rec.toldOutcome) rec.toldOutcome = outcome;
   // the contract's settling policy (peers/shims/README.md): under the broker's rcv_settle_mode second
   // the sender settles a delivery once its state is terminal (003: "the sender would trigger
   // settlement based on seeing the delivery state transition to a terminal state"); rhea's autosettle
@@ -499,7 +511,7 @@ function senderUpdate(ls, d, api) {
   if (rec.replied) {
     emit({
       event: 'delivery-update', link: ls.name, index: rec.index, tag: hex(d.tag),
-      remote_state: stateJson(d.remote_state), remote_settled: nullable(d.remote_settled),
+      remote_state: sentState(d, rec), remote_settled: nullable(d.remote_settled),
       locally_settled: nullable(d.settled), api: api,
     });
   } else {
