@@ -745,7 +745,7 @@ def untold_presettled_send(sending: list[Frame], messages: int, presettled: bool
     if not presettled or replied_ns is None:
         return []
     starts = delivery_starts(sending, "out")
-    if len(starts) < messages or not all(f.fields.get("settled") for f in starts):
+    if not starts or len(starts) < messages or not all(f.fields.get("settled") for f in starts):
         return []
     written = max(f.t_ns for f in sending if f.direction == "out" and f.performative == "transfer")
     if replied_ns - written < UNTOLD_GRACE_NS:

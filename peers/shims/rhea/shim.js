@@ -281,7 +281,7 @@ async function cmdConnect(cmd) {
     const scope = e && e.link ? 'link' : e && e.session ? 'session' : 'connection';
     const told = errorFrom(scope, e);
     const event = { event: 'error', scope: scope, condition: told.condition, description: told.description };
-    const ls = e && e.link ? Array.from(cyc.links.values()).find((l) => l.link === e.link) : null;
+    const ls = e && e.link ? cyc.byLink.get(e.link) : undefined;
     if (ls) event.link = ls.name;
     emit(event);
   });
