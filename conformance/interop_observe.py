@@ -562,10 +562,10 @@ REPORTED_ATTACH_FIELDS = (("remote_snd_settle_mode", "snd-settle-mode", "mixed")
 
 
 def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dict[str, Any]],
-                         claims: dict[str, bool], modes_claims: dict[str, bool] | None = None) -> list[str]:
+                         claims: ApiClaims) -> list[str]:
     """Where a client's attach reply contradicts the broker's attach on the wire, one line each.
-    ``attach_replies``: per role, the shim's successful attach reply; ``claims``: per role, whether that client's
-    profile claims ``link-opened``; ``modes_claims``: whether it claims ``remote-settle-modes``.
+    ``attach_replies``: per role, the shim's successful attach reply; ``claims``: what each client's profile
+    claims (here ``link-opened`` and ``remote-settle-modes``).
 
     - Every settle mode a reply reports of the broker's attach (not null) must be the one the broker's attach
       carries (:data:`REPORTED_ATTACH_FIELDS`); a client that claims ``remote-settle-modes`` (its API tells
@@ -585,10 +585,10 @@ def attach_disagreements(observed: dict[str, Any], attach_replies: dict[str, dic
             if told is not None and told != actual:
                 lines.append(f"{client}: its API reported the broker's {attach_field} {told!r}, the broker's "
                              f"attach says {actual!r}")
-            elif told is None and (modes_claims or {}).get(role):
+            elif told is None and claims.remote_settle_modes.get(role):
                 lines.append(f"{client}: its API did not tell the broker's {attach_field} (null; the broker's attach "
                              f"says {actual!r}; its profile claims remote-settle-modes)")
-        if claims.get(role) and reply.get("api") is None:
+        if claims.link_opened.get(role) and reply.get("api") is None:
             lines.append(f"{client}: the broker answered its attach on the wire, its API never told it the link "
                          "opened (its attach reply names no notification; its profile claims link-opened)")
     return lines
@@ -751,8 +751,8 @@ def untold_presettled_send(sending: list[Frame], messages: int, presettled: bool
     if replied_ns - written < UNTOLD_GRACE_NS:
         return []
     return [f"sending client: its API told that its pre-settled send was done {(replied_ns - written) // 1_000_000} "
-            f"ms after its library had written all {messages} messages settled (at most once: a message is over at "
-            f"the sender once written, and nothing comes back)"]
+            f"ms after its library had written {'its message' if messages == 1 else f'all {messages} messages'} "
+            f"settled (at most once: a message is over at the sender once written, and nothing comes back)"]
 
 
 def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]],
