@@ -17,6 +17,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import in_span, span, span_length
+from amqp_conformance.peers.shimrun.process import ShimEvent, ShimReply
 
 ERROR_PERFORMATIVES = ("detach", "end", "close")
 KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in the frame log)
@@ -755,26 +756,23 @@ def untold_presettled_send(sending: list[Frame], messages: int, presettled: bool
             f"settled (at most once: a message is over at the sender once written, and nothing comes back)"]
 
 
-def told_errors(replies: list[tuple[str, dict[str, Any]]], events: list[dict[str, Any]],
-                asked_at: Sequence[float] = (), event_at: Sequence[float] = ()) -> list[dict[str, Any]]:
-    """The AMQP errors a client's API told its caller of (peers/shims/README.md): each failed reply whose error is
-    of kind ``amqp`` (``replies``: its commands' ``(op, reply)`` in order) and each ``error`` and ``remote-close``
+def told_errors(replies: Sequence[ShimReply], events: Sequence[ShimEvent]) -> list[dict[str, Any]]:
+    """The AMQP errors one client's API told its caller of (peers/shims/README.md): each failed reply whose error
+    is of kind ``amqp`` (``replies``: that client's commands, in order) and each ``error`` and ``remote-close``
     event, with scope, condition, description, where it was told and ``at``: when the failed command was asked
-    for (``asked_at``, one time per reply) or the event was read (``event_at``, one per event), on one clock, or
-    None where they give none."""
+    for or the event was read (one clock: ``time.monotonic()``)."""
     told: list[dict[str, Any]] = []
-    for n, (op, reply) in enumerate(replies):
-        error = reply.get("error") or {}
-        if not reply.get("ok") and error.get("kind") == "amqp":
+    for reply in replies:
+        error = reply.body.get("error") or {}
+        if not reply.body.get("ok") and error.get("kind") == "amqp":
             told.append({"scope": error.get("scope"), "condition": error.get("condition"),
-                         "description": error.get("description"), "where": f"its {op} reply",
-                         "at": asked_at[n] if n < len(asked_at) else None})
-    for n, event in enumerate(events):
-        if event.get("event") in ("error", "remote-close"):  # a remote close told with its condition, if any
-            told.append({"scope": event.get("scope"), "condition": event.get("condition"),
-                         "description": event.get("description"),
-                         "where": ERROR_EVENT if event["event"] == "error" else "a remote-close event",
-                         "at": event_at[n] if n < len(event_at) else None})
+                         "description": error.get("description"), "where": f"its {reply.op} reply", "at": reply.at})
+    for event in events:
+        body = event.body
+        if body.get("event") in ("error", "remote-close"):  # a remote close told with its condition, if any
+            told.append({"scope": body.get("scope"), "condition": body.get("condition"),
+                         "description": body.get("description"),
+                         "where": ERROR_EVENT if body["event"] == "error" else "a remote-close event", "at": event.at})
     return told
 
 
@@ -790,7 +788,7 @@ def repeated_error_events(role: str, reports: list[dict[str, Any]], sent: list[d
     that scope and condition: an API that tells one detach's error twice (rhea raising its container's ``error``
     for a link error its application handled) tells of an error that never came. A command asked for after the
     event that fails on the dead link with the same error is no new telling (a reply is what the API answers a
-    call with); an event or a command whose time is unknown counts as neither. Link errors alone are held: a
+    call with). Link errors alone are held: a
     session's or connection's error races the close every cell ends with (the broker's close crossing the
     client's), and the harness's clocks cannot tell a close command that waited for it from one that met the
     connection already gone."""
@@ -801,10 +799,10 @@ def repeated_error_events(role: str, reports: list[dict[str, Any]], sent: list[d
         if not on_wire:
             continue  # an error the broker never sent: told as such by error_report_disagreements
         same = [r for r in reports if (r["scope"], str(r["condition"])) == key]
-        replied = [r for r in same if r["where"] not in (ERROR_EVENT, "a remote-close event") and r["at"] is not None]
+        replied = [r for r in same if r["where"] not in (ERROR_EVENT, "a remote-close event")]
         first_reply = min(replied, key=lambda r: r["at"], default=None)
         for count, event in enumerate((r for r in same if r["where"] == ERROR_EVENT), start=1):
-            also_reply = first_reply is not None and event["at"] is not None and first_reply["at"] < event["at"]
+            also_reply = first_reply is not None and first_reply["at"] < event["at"]
             if count + also_reply > on_wire:
                 earlier = f"besides {first_reply['where']}" if also_reply else f"{count} error events"
                 lines.append(f"the {role} client's API told of {key[0]} error {key[1]!r} once more than the broker "
@@ -942,10 +940,10 @@ def answering_detach(frames: list[Frame]) -> Frame | None:
 CLOSE_TOLD_MARGIN_NS = 200_000_000  # how long an answer must have been on the wire before an API that gave up
 
 
-def close_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: dict[str, list[Frame]],
+def close_disagreements(replies: Sequence[ShimReply], frames: dict[str, list[Frame]],
                         replied_ns: dict[str, int]) -> list[str]:
     """Where a client's API told its caller of its link's close other than the wire says, one line each
-    (``replies``: the cell's ``(role, op, reply)``; ``frames``: each connection's, by role; ``replied_ns``: when
+    (``replies``: the cell's, both clients'; ``frames``: each connection's, by role; ``replied_ns``: when
     each role's detach reply came, on the frames' clock). A ``detach`` command is answered once the broker's
     detach came (peers/shims/README.md; AMQP 1.0 2.6.6: the partner answers a detach with its own, closed set).
     So a reply that it succeeded while the broker wrote no answering detach is a disagreement; so is one that it
@@ -955,9 +953,10 @@ def close_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: 
     the answering detach's closed flag. A reply with an AMQP error is held to the wire with the other errors
     (:func:`error_report_disagreements`)."""
     lines = []
-    for role, op, reply in replies:
-        if op != "detach":
+    for asked in replies:
+        if asked.op != "detach":
             continue
+        role, reply = asked.role, asked.body
         answer = answering_detach(frames.get(role, []))
         closed = None if answer is None else bool(answer.fields.get("closed"))
         client = f"the {role} client"
@@ -977,18 +976,19 @@ def close_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: 
     return lines
 
 
-def late_detach_disagreements(replies: list[tuple[str, str, dict[str, Any]]], frames: dict[str, list[Frame]],
+def late_detach_disagreements(replies: Sequence[ShimReply], frames: dict[str, list[Frame]],
                               asked_ns: dict[str, int]) -> list[str]:
     """Where a client asked to close its link wrote its detach only once it was asked to close its connection, one
-    line each (``replies``: the cell's ``(role, op, reply)``; ``frames``: each connection's, by role; ``asked_ns``:
+    line each (``replies``: the cell's, both clients'; ``frames``: each connection's, by role; ``asked_ns``:
     when each role's shim was asked to close, on the frames' clock). The script waits for the ``detach`` reply (at
     most :data:`.interop_script.DETACH_TIMEOUT_S`) before it asks for the close, so a library that closes its link
     when told has written the detach by then; one that leaves it for the connection's close has not closed its
     link when its application asked (2.6.6: a link is closed by sending a detach with closed=true). A client that
     wrote no detach at all is the row's (``link_closes``)."""
     lines = []
-    for role, op, _reply in replies:
-        if op != "detach" or role not in asked_ns:
+    for asked in replies:
+        role = asked.role
+        if asked.op != "detach" or role not in asked_ns:
             continue
         ours = next((f for f in frames.get(role, []) if f.direction == "out" and f.performative == "detach"), None)
         if ours is not None and ours.t_ns >= asked_ns[role]:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from amqp_conformance.peers.shimrun.crash import LibraryCrash
 from amqp_conformance.peers.shimrun.errors import ShimError, ShimExited
+from amqp_conformance.peers.shimrun.process import ShimReply
 
 LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim contract, by role
 # a row's ``first_link``: the link each client attaches before its row's link, by the role of the client (the link
@@ -53,8 +54,7 @@ class CellRun:
 
     send_reply: dict[str, Any] | None = None
     receive_reply: dict[str, Any] | None = None
-    replies: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (role, op, reply)
-    asked_at: list[float] = field(default_factory=list)  # when each of ``replies`` was asked for (time.monotonic())
+    replies: list[ShimReply] = field(default_factory=list)  # every command answered, in the order answered
     stopped: str | None = None
     detach_replied_ns: dict[str, int] = field(default_factory=dict)  # when each role's detach reply came (monotonic)
     send_replied_ns: int | None = None  # when the sending client's send reply came (monotonic, the frames' clock)
@@ -96,8 +96,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             run.crashes[party] = exc.crash  # the client failed, not the harness: the cell is judged (FAIL)
             raise CellStopped(f"the {party} client's library crashed during its {op}: {exc.crash.describe()}") \
                 from None
-        run.replies.append((party, op, reply))
-        run.asked_at.append(asked)
+        run.replies.append(ShimReply(party, op, asked, reply))
         if not reply.get("ok"):
             error = reply.get("error") or {}
             if error.get("kind") == "unsupported":
@@ -161,8 +160,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             asked = time.monotonic()
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
-                run.replies.append((role, "close", reply))
-                run.asked_at.append(asked)
+                run.replies.append(ShimReply(role, "close", asked, reply))
             except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
                 if isinstance(exc, ShimExited) and exc.crash is not None:  # its library crashed, in its close or
                     run.crashes.setdefault(role, exc.crash)  # earlier in the cell (the close finds it gone)

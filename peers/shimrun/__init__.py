@@ -12,7 +12,7 @@ from .build import ensure_built, home_of, require_tools, source_digest
 from .crash import LibraryCrash
 from .errors import ShimError, ShimExited, ShimTimeout, ShimUnavailable
 from .pins import check_pin, pinned_versions
-from .process import ShimEvent, ShimProcess
+from .process import ShimEvent, ShimProcess, ShimReply
 from .spec import SHIMS_ROOT, ShimSpec, discover, load_spec
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "ShimEvent",
     "ShimExited",
     "ShimProcess",
+    "ShimReply",
     "ShimSpec",
     "ShimTimeout",
     "ShimUnavailable",

@@ -37,6 +37,17 @@ class ShimEvent:
     body: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ShimReply:
+    """One command a shim answered, as a script asked it: the asking party (the client's role in a cell), the
+    command, when it was asked for (``time.monotonic()``, the clock of :class:`ShimEvent`) and the reply object."""
+
+    role: str
+    op: str
+    at: float
+    body: dict[str, Any]
+
+
 class ShimProcess:
     """The shim of ``spec`` running from its built copy ``home`` (see :func:`~.build.ensure_built`).
 

@@ -149,7 +149,7 @@ class Cycle {
 }
 
 class LinkState {
-  constructor(name, role, link) {
+  constructor(name, role, link, rcvSettleMode) {
     this.name = name;
     this.role = role;
     this.link = link;
@@ -159,7 +159,7 @@ class LinkState {
     this.sendWaiter = null;
     // receiver
     this.buffer = []; // {message, delivery} that arrived and were not yet handed to a receive
-    this.rcvSettleMode = undefined; // the rcv_settle_mode the shim attached with ('first' or 'second'; undefined: first)
+    this.rcvSettleMode = rcvSettleMode; // the rcv_settle_mode the shim attached with ('first' or 'second'; undefined: first)
     this.received = new Map(); // delivery -> {index, reported}
     this.receiveWaiter = null;
   }
@@ -414,8 +414,7 @@ async function cmdAttach(cmd) {
     options.credit_window = 0; // no prefetch window: a receive command grants its count with add_credit
     link = cyc.connection.open_receiver(options);
   }
-  const ls = new LinkState(cmd.link, cmd.role, link);
-  ls.rcvSettleMode = cmd.rcv_settle_mode;
+  const ls = new LinkState(cmd.link, cmd.role, link, cmd.rcv_settle_mode);
   cyc.links.set(cmd.link, ls);
   cyc.byLink.set(link, ls);
   linkEvents(cyc, link, cmd.role);
