@@ -19,6 +19,8 @@ from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import in_span, span, span_length
 from amqp_conformance.peers.shimrun.process import ShimEvent, ShimReply
 
+from .interop_links import connection_links
+
 ERROR_PERFORMATIVES = ("detach", "end", "close")
 KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in the frame log)
     "attach": ("role", "snd-settle-mode", "rcv-settle-mode"),
@@ -190,20 +192,23 @@ def link_settlement(frames: list[Frame], client_role: str) -> dict[str, Any]:
     """On the link of ``client_role``, walked once: how many deliveries it carried (:func:`delivery_starts`), how
     many ``clashes`` (a delivery whose tag, its first transfer's, is the tag of a delivery of the link that was
     still unsettled when it began) and ``unsettled_at_detach``: how many of its deliveries were still unsettled
-    when the client wrote its first detach (None when it wrote none). A delivery is settled once a transfer or
-    disposition covering it says settled, whichever end sent it: frames of a connection are processed in order,
-    so the other end has settled too before it reads anything sent after (AMQP 1.0 2.6.12: a tag is unique
+    when the client wrote its first detach on that link (None when it wrote none). A delivery is settled once a
+    transfer or disposition covering it says settled, whichever end sent it: frames of a connection are processed
+    in order, so the other end has settled too before it reads anything sent after (AMQP 1.0 2.6.12: a tag is unique
     among all deliveries either end could consider unsettled; 004, pn_delivery: among the delivery objects the
     link holds; 2.6.6: a closed link's endpoint is destroyed with whatever it still held unsettled)."""
     sending = "out" if client_role == "sender" else "in"
     starts = {id(frame) for frame in delivery_starts(frames, sending)}
+    link = connection_links(frames).of_role(client_role)
+    detached = link.first_detach("out") if link is not None else None
+    detach_at = None if detached is None else detached[0]  # the position of the client's first detach of the link
     unsettled: dict[int, Any] = {}
     deliveries, clashes, last = 0, 0, None
     at_detach: int | None = None
     # the frames are in the order they reached the relay: each stamped with its packet's kernel receive time, the
     # clocks converted to within some 5 us (peers/recvtime.py), far less than any reply's round trip, so a
     # settlement never precedes the delivery it settles. One that covers a delivery not yet begun settles nothing
-    for frame in frames:
+    for position, frame in enumerate(frames):
         fields = frame.fields
         if frame.performative == "transfer" and frame.direction == sending:
             if id(frame) in starts and fields.get("delivery-id") is not None:
@@ -218,20 +223,25 @@ def link_settlement(frames: list[Frame], client_role: str) -> dict[str, Any]:
             for delivery_id in list(unsettled):
                 if _covers(frame, delivery_id):
                     del unsettled[delivery_id]
-        elif frame.performative == "detach" and frame.direction == "out" and at_detach is None:
+        elif position == detach_at:
             at_detach = len(unsettled)
     return {"deliveries": deliveries, "clashes": clashes, "unsettled_at_detach": at_detach}
 
 
-def link_closes(frames: list[Frame]) -> list[dict[str, Any]]:
-    """Every detach on one connection (each carries one link), in order: who wrote it (``client`` or
-    ``broker``), its ``closed`` flag as the wire has it (absent: false, its default, AMQP 1.0 2.7.7 detach) and
-    its error ``condition`` (None when it carries no error). A client closes its link with a detach closed=true;
-    the broker then destroys its endpoint and answers with its own detach closed=true (2.6.6)."""
+def link_closes(frames: list[Frame], client_role: str) -> list[dict[str, Any]]:
+    """Every detach on the client's link of ``client_role`` on one connection (the row's link,
+    :meth:`.interop_links.ConnectionLinks.of_role`; a detach on a handle no attach gave is counted with it, never
+    dropped), in order: who wrote it (``client`` or ``broker``), its ``closed`` flag as the wire has it (absent:
+    false, its default, AMQP 1.0 2.7.7 detach) and its error ``condition`` (None when it carries no error). A
+    client closes its link with a detach closed=true; the broker then destroys its endpoint and answers with its
+    own detach closed=true (2.6.6). A row's ``first_link`` and its detaches are not the row link's."""
+    links = connection_links(frames)
+    link = links.of_role(client_role)
+    detaches = sorted((link.detaches if link is not None else []) + links.stray_detaches, key=lambda d: d[0])
     return [{"by": "client" if f.direction == "out" else "broker",
              "closed": False if f.fields.get("closed") is None else f.fields["closed"],
              "condition": (f.fields.get("error") or {}).get("condition")}
-            for f in frames if f.performative == "detach"]
+            for _, f in detaches]
 
 
 def client_closed(frames: list[Frame]) -> bool:
@@ -305,7 +315,7 @@ def cell_frames(sending: list[Frame], receiving: list[Frame]) -> CellFrames:
                       {"sender": client_closed(sending), "receiver": client_closed(receiving)},
                       {"sender": client_terminus(sending, "sender"),
                        "receiver": client_terminus(receiving, "receiver")},
-                      {"sender": link_closes(sending), "receiver": link_closes(receiving)},
+                      {"sender": link_closes(sending, "sender"), "receiver": link_closes(receiving, "receiver")},
                       {"sender": sent["unsettled_at_detach"], "receiver": got["unsettled_at_detach"]})
 
 
@@ -924,17 +934,12 @@ def credit_disagreements(sending: list[Frame]) -> list[str]:
     return []
 
 
-def answering_detach(frames: list[Frame]) -> Frame | None:
-    """The broker's detach answering the client's first on one connection (the broker's first detach after it);
-    None when the client wrote none or the broker did not answer."""
-    asked = False
-    for frame in frames:
-        if frame.performative == "detach":
-            if frame.direction == "out":
-                asked = True
-            elif asked:
-                return frame
-    return None
+def answering_detach(frames: list[Frame], client_role: str) -> Frame | None:
+    """The broker's detach answering the client's first on its link of ``client_role`` on one connection (the
+    broker's first detach on that link after it, :meth:`.interop_links.WireLink.answering_detach`); None when the
+    client wrote none or the broker did not answer."""
+    link = connection_links(frames).of_role(client_role)
+    return None if link is None else link.answering_detach()
 
 
 CLOSE_TOLD_MARGIN_NS = 200_000_000  # how long an answer must have been on the wire before an API that gave up
@@ -957,7 +962,7 @@ def close_disagreements(replies: Sequence[ShimReply], frames: dict[str, list[Fra
         if asked.op != "detach":
             continue
         role, reply = asked.role, asked.body
-        answer = answering_detach(frames.get(role, []))
+        answer = answering_detach(frames.get(role, []), role)
         closed = None if answer is None else bool(answer.fields.get("closed"))
         client = f"the {role} client"
         error = reply.get("error") or {}
@@ -990,7 +995,9 @@ def late_detach_disagreements(replies: Sequence[ShimReply], frames: dict[str, li
         role = asked.role
         if asked.op != "detach" or role not in asked_ns:
             continue
-        ours = next((f for f in frames.get(role, []) if f.direction == "out" and f.performative == "detach"), None)
+        link = connection_links(frames.get(role, [])).of_role(role)
+        first = None if link is None else link.first_detach("out")
+        ours = None if first is None else first[1]
         if ours is not None and ours.t_ns >= asked_ns[role]:
             lines.append(f"the {role} client: asked to close its link, its library wrote the detach only "
                          f"{(ours.t_ns - asked_ns[role]) / 1e6:.0f} ms after it was asked to close its connection")
@@ -1026,24 +1033,28 @@ def handle_reuse_disagreements(frames: dict[str, list[Frame]]) -> list[str]:
 
 
 def unanswered_detach_disagreements(frames: dict[str, list[Frame]]) -> list[str]:
-    """Where a client left a broker's closing detach unanswered, one line each (``frames``: each connection's, by
-    role; a cell's connection carries one link). A broker that closes the client's link on its own (a detach with
-    closed=true before any of the client's) is answered with the client's own detach closed=true (AMQP 1.0 2.6.6:
-    "the partner will destroy the corresponding link endpoint, and reply with its own detach frame with the closed
-    flag set"); a client that ends its session or connection first has not closed its end of the link (unless the
-    broker ended them first). Every client library answers so against every broker that detaches (the grid's
+    """Where a client left a broker's closing detach unanswered, one line a link (``frames``: each connection's, by
+    role; each link of it looked at on its own, :func:`.interop_links.connection_links`). A broker that closes the
+    client's link on its own (a detach with closed=true before any of the client's on that link,
+    :meth:`.interop_links.WireLink.broker_closing`) is answered with the client's own detach closed=true (AMQP 1.0
+    2.6.6: "the partner will destroy the corresponding link endpoint, and reply with its own detach frame with the
+    closed flag set"); a client that ends its session or connection first has not closed its end of the link (unless
+    the broker ended them first). Every client library answers so against every broker that detaches (the grid's
     subscription-refused row, 2 Dec)."""
     lines = []
     for role, connection in frames.items():
-        broker_closed = None
-        for frame in connection:
-            if frame.performative == "detach" and frame.direction == "out":
-                break  # answered (or the client detached first: the broker's detach answers it)
-            if frame.performative == "detach" and frame.direction == "in" and frame.fields.get("closed"):
-                broker_closed = broker_closed or frame
-            elif broker_closed is not None and frame.direction == "in" and frame.performative in ("end", "close"):
-                break  # the broker ended the session or connection itself: the client answers that instead
-            elif broker_closed is not None and frame.direction == "out" and frame.performative in ("end", "close"):
+        for link in connection_links(connection).links:
+            closing = link.broker_closing()
+            if closing is None:
+                continue
+            closed_at, broker_closed = closing
+            answer = link.first_detach("out")
+            answered_at = len(connection) if answer is None else answer[0]
+            for frame in connection[closed_at + 1:answered_at]:
+                if frame.performative not in ("end", "close"):
+                    continue
+                if frame.direction == "in":
+                    break  # the broker ended the session or connection itself: the client answers that instead
                 condition = (broker_closed.fields.get("error") or {}).get("condition")
                 lines.append(f"the {role} client: the broker closed its link (detach closed=true, "
                              f"{'no error' if condition is None else condition}) and the client wrote its "
@@ -1057,27 +1068,16 @@ def untold_close_disagreements(frames: dict[str, list[Frame]], events: dict[str,
     """Where the broker closed a client's link on its own and the client's API never told its caller the link
     closed, one line a connection (``frames``, ``events``: each connection's frames and each client's shim
     events, by role; ``claims``: which roles' profiles claim ``link-close-told``, the only ones held). A detach
-    with closed=true that answers no detach of the client's on that link (matched by link name through the
-    attaches) closes the link (AMQP 1.0 2.6.6, 2.7.7 closed); an API that tells its caller an error on it and
+    with closed=true that answers no detach of the client's on that link (:meth:`.interop_links.WireLink.
+    broker_closing`) closes the link (AMQP 1.0 2.6.6, 2.7.7 closed); an API that tells its caller an error on it and
     never that it closed leaves the caller holding a link that is gone. Each such detach needs a link
     ``remote-close`` event of its own."""
     lines = []
     for role, connection in frames.items():
         if not claims.get(role):
             continue
-        names: dict[tuple[str, int, Any], Any] = {}  # (direction, channel, handle) -> the link's name
-        detached: set[Any] = set()  # the names of the links the client detached
-        closings: list[tuple[Any, Any]] = []  # the broker's own closing detaches: (link name, condition)
-        for frame in connection:
-            key = (frame.direction, frame.channel, frame.fields.get("handle"))
-            if frame.performative == "attach":
-                names[key] = frame.fields.get("name")
-            elif frame.performative == "detach":
-                name = names.get(key)
-                if frame.direction == "out":
-                    detached.add(name)
-                elif frame.fields.get("closed") and name not in detached:
-                    closings.append((name, (frame.fields.get("error") or {}).get("condition")))
+        closings = [(link.name, (closing[1].fields.get("error") or {}).get("condition"))  # (link name, condition)
+                    for link in connection_links(connection).links if (closing := link.broker_closing()) is not None]
         told = [e for e in events.get(role, []) if e.get("event") == "remote-close" and e.get("scope") == "link"]
         if len(told) < len(closings):
             name, condition = closings[len(told)]
@@ -1085,6 +1085,38 @@ def untold_close_disagreements(frames: dict[str, list[Frame]], events: dict[str,
                          f"{'no error' if condition is None else condition}) and its API never told it closed "
                          f"({len(told)} link remote-close events for {len(closings)} such detaches; its profile "
                          f"claims link-close-told)")
+    return lines
+
+
+def unasked_detach_disagreements(replies: Sequence[ShimReply], frames: dict[str, list[Frame]],
+                                 asked_ns: dict[str, int]) -> list[str]:
+    """Where a client's library detached a link on its own, one line a link (``replies``: the cell's, both
+    clients'; ``frames``: each connection's, by role; ``asked_ns``: when each role's shim was asked to close, on
+    the frames' clock): the client's first detach of a link, written before its shim was asked to close and before
+    the broker ended its session or closed its connection, on a link the script never asked it to detach (the
+    script detaches only the row's link, :func:`.interop_links.ConnectionLinks.of_role`, with a ``detach``
+    command) and the broker had not detached first (the client's then answers it, 2.6.6). A shim does only what it
+    is told (peers/shims/README.md): a library that closes one link when asked to close another, or drops a link
+    its application still holds, ends what the application did not (AMQP 1.0 2.6.6: a peer detaches a link
+    when it chooses to). A detach that carries an error is the library's judgement of the broker, held with the
+    row's ``client_errors``."""
+    lines = []
+    for role, connection in frames.items():
+        if role not in asked_ns:
+            continue
+        links = connection_links(connection)
+        row = links.of_role(role) if any(r.role == role and r.op == "detach" for r in replies) else None
+        ended_at = next((i for i, f in enumerate(connection)
+                         if f.direction == "in" and f.performative in ("end", "close")), len(connection))
+        for link in links.links:
+            ours = link.first_detach("out")
+            if link is row or ours is None or link.detaches[0][1].direction == "in":
+                continue
+            at, frame = ours
+            if at < ended_at and frame.t_ns < asked_ns[role] and not frame.fields.get("error"):
+                lines.append(f"the {role} client: its library detached link {link.name!r} before it was asked to close "
+                             "its connection, though it was never asked to close that link and the broker had not "
+                             "detached it")
     return lines
 
 
