@@ -793,15 +793,14 @@ def repeated_error_events(role: str, reports: list[dict[str, Any]], sent: list[d
     """Whether the ``role`` client's API told its caller of an error more times than the broker sent it, one line
     per scope and condition (``reports``: :func:`told_errors`; ``sent``: the errors the broker sent that client,
     each with scope and condition). An ``error`` event is the API telling of something that happened where no
-    command waited (peers/shims/README.md), so each one, counted with a command asked for before it that failed
-    with the same error (it waited when the error came: its reply told it), needs an error of the broker's at
-    that scope and condition: an API that tells one detach's error twice (rhea raising its container's ``error``
-    for a link error its application handled) tells of an error that never came. A command asked for after the
-    event that fails on the dead link with the same error is no new telling (a reply is what the API answers a
-    call with). Link errors alone are held: a
-    session's or connection's error races the close every cell ends with (the broker's close crossing the
-    client's), and the harness's clocks cannot tell a close command that waited for it from one that met the
-    connection already gone."""
+    command waited (peers/shims/README.md), so each one, counted with a command asked for before it that failed with
+    the same error (it waited when the error came: its reply told it), needs an error of the broker's at that scope
+    and condition: an API that tells one detach's error twice (rhea raising its container's ``error`` for a link
+    error its application handled) tells of an error that never came. A command asked for after the event that fails
+    on the dead link with the same error is no new telling (a reply is what the API answers a call with). Link
+    errors alone are held: a session's or connection's error races the close every cell ends with (the broker's
+    close crossing the client's), and the harness's clocks cannot tell a close command that waited for it from one
+    that met the connection already gone."""
     lines = []
     for key in dict.fromkeys((r["scope"], str(r["condition"])) for r in reports
                              if r["where"] == ERROR_EVENT and r["condition"] is not None and r["scope"] == "link"):
