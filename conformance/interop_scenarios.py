@@ -4,7 +4,9 @@ A cell is one row run with a *sending* client library and a *receiving* client l
 shim, peers/shims/README.md) through one broker, every frame of both connections captured by the interposer
 (peers/relay.py). The row gives the sending link's settle modes and whether the message goes pre-settled,
 the receiving link's receiver settle mode and the outcome the receiving client gives; the cell observes both
-clients' frames and the broker's, and what each client's API reported (:mod:`.interop_observe`).
+clients' frames and the broker's (:mod:`.interop_observe`), and holds what each client's API reported to
+them (:mod:`.interop_told`, :mod:`.interop_told_errors`) and what each library did unasked
+(:mod:`.interop_library`).
 """
 
 from __future__ import annotations
