@@ -342,8 +342,15 @@ function linkEvents(cyc, link, role) {
   on(prefix + 'close', (ls) => {
     const link = ls.link;
     if (link.error) {
-      // the error was told by the error event; this is rhea telling its application the link closed
+      // this is rhea telling its application the link closed, with the error it closed with; the error event
+      // comes first and has failed what waited on the link. A close with an error and no error event before it
+      // still ends the link: what waits on it fails with that error, not at its time-out
       const err = errorFrom('link', link.error);
+      if (!ls.dead) {
+        ls.dead = err;
+        if (ls.awaiting) ls.awaiting.reject(new ShimError(err));
+        else failLinkWaiters(ls, err);
+      }
       emit({ event: 'remote-close', scope: 'link', link: ls.name, condition: err.condition, description: err.description });
       return;
     }
