@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from amqp_conformance.conformance.catalogue import TableError, load_catalogue
@@ -23,7 +24,14 @@ from amqp_conformance.fixtures.brokers import UsageProblem, resolve
 from amqp_conformance.fixtures.tls_options import checked_tls_files
 from amqp_conformance.fixtures.verdict import Verdict
 from amqp_conformance.peers.address import BrokerAddress
-from amqp_conformance.reports.records import FRAMES_FILE, RESULTS_FILE, new_run_id, read_not_applicable, read_results
+from amqp_conformance.reports.records import (
+    FRAMES_FILE,
+    RESULTS_FILE,
+    STALE_CLIENT_FILE,
+    new_run_id,
+    read_not_applicable,
+    read_results,
+)
 from amqp_conformance.reports.run_dir import ALLURE_RESULTS, SUMMARY_FILE
 
 CONFORMANCE_DIR = Path(__file__).parent
@@ -230,13 +238,14 @@ def _preflight(address: BrokerAddress) -> None:
 
 
 def write_run_reports(results: list[dict], not_applicable: list[dict], out: Path, junit: Path | None,
-                      width: int | None = None) -> None:
-    """Print the run's summary and write ``OUT/summary.html`` (and the JUnit XML to ``junit`` when given)."""
+                      width: int | None = None, stale_clients: Sequence[str] = ()) -> None:
+    """Print the run's summary and write ``OUT/summary.html`` (and the JUnit XML to ``junit`` when given);
+    ``stale_clients``: an interop grid's stale client deviations, described (:func:`.reports.summary.summarize`)."""
     from amqp_conformance.reports.run_junit import run_junit
     from amqp_conformance.reports.summary import render_text, summarize
     from amqp_conformance.reports.summary_html import render_html
 
-    summary = summarize(results, not_applicable)
+    summary = summarize(results, not_applicable, stale_clients)
     outputs = {"results": out / RESULTS_FILE, "frames": out / FRAMES_FILE, "summary": out / SUMMARY_FILE}
     outputs["summary"].write_text(render_html(summary), encoding="utf-8")
     if junit is not None:
@@ -247,6 +256,8 @@ def write_run_reports(results: list[dict], not_applicable: list[dict], out: Path
             raise Usage(f"cannot write --junit {junit}: {exc.strerror}; choose another file") from None
         outputs["junit"] = junit
     outputs["allure"] = out / ALLURE_RESULTS
+    if stale_clients:
+        outputs["stale"] = out / STALE_CLIENT_FILE
     width = width or min(max(shutil.get_terminal_size((100, 24)).columns, 80), 120)
     print(render_text(summary, outputs, width))
     print(f"render:  amqp-conformance report --allure {out}  (the Allure report; one file that opens from disk)")

@@ -14,7 +14,7 @@ from typing import Any
 
 from amqp_conformance.peers.shimrun.process import ShimReply
 
-from .interop_observe import ConnectionFrames, delivery_starts
+from .interop_observe import ConnectionFrames
 
 
 def credit_disagreements(sending: ConnectionFrames) -> list[str]:
@@ -33,7 +33,7 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
     attach = None if sending.row_link is None else sending.row_link.client_attach
     initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
     handle = None if sending.attach is None else sending.attach.fields.get("handle")
-    starts = {id(f) for f in delivery_starts(sending.frames, "out")}  # a continuation uses no credit of its own
+    starts = {id(f) for f in sending.starts}  # a continuation uses no credit of its own
     allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
     sent = 0
     for frame in sending.frames:

@@ -23,7 +23,6 @@ from .interop_links import ConnectionLinks, WireLink, connection_links
 
 ERROR_PERFORMATIVES = ("detach", "end", "close")
 
-
 KEPT_FIELDS = {  # the fields an observation keeps (the rest of a frame is in the frame log)
     "attach": ("role", "snd-settle-mode", "rcv-settle-mode"),
     "transfer": ("delivery-id", "settled", "more", "aborted", "state"),
@@ -90,18 +89,17 @@ class ConnectionFrames:
     frames: list[Frame]
     role: str
     links: ConnectionLinks
-    attach: Frame | None
-    starts: list[Frame]
+    row_link: WireLink | None  # the client's first link of ``role`` (ConnectionLinks.of_role); None if it attached none
+    starts: list[Frame]  # the first transfer of each delivery the link of ``role`` carried, whatever attached it
     dispositions: list[Frame]
     errors: list[dict[str, Any]]
     client_errors: list[dict[str, Any]]
     covering: dict[int, list[Frame]]  # each started delivery's id -> the dispositions whose range holds it, in order
 
     @property
-    def row_link(self) -> WireLink | None:
-        """The client's first link of ``role``: the row's link (:meth:`.interop_links.ConnectionLinks.of_role`);
-        None when the client attached none."""
-        return self.links.of_role(self.role)
+    def attach(self) -> Frame | None:
+        """The broker's attach answering the row's link (:attr:`row_link`); None when it has none."""
+        return None if self.row_link is None else self.row_link.broker_attach
 
 
 def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames:
@@ -109,11 +107,10 @@ def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames
     indexed once for the views of its deliveries (:func:`link_view`) and for every check of its links (one walk,
     :func:`.interop_links.connection_links`)."""
     links = connection_links(frames)
-    row = links.of_role(client_role)
-    starts = [] if row is None else delivery_starts(frames, "out" if client_role == "sender" else "in")
+    starts = delivery_starts(frames, "out" if client_role == "sender" else "in")
     dispositions = [f for f in frames if f.performative == "disposition"]
-    return ConnectionFrames(frames, client_role, links, None if row is None else row.broker_attach, starts,
-                            dispositions, carried_errors(frames, "in"), carried_errors(frames, "out"),
+    return ConnectionFrames(frames, client_role, links, links.of_role(client_role), starts, dispositions,
+                            carried_errors(frames, "in"), carried_errors(frames, "out"),
                             _covering(starts, dispositions))
 
 
@@ -180,7 +177,7 @@ def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
     held unsettled)."""
     frames = connection.frames
     sending = "out" if connection.role == "sender" else "in"
-    starts = {id(frame) for frame in delivery_starts(frames, sending)}
+    starts = {id(frame) for frame in connection.starts}
     link = connection.row_link
     detached = link.first_detach("out") if link is not None else None
     detach_at = None if detached is None else detached[0]  # the position of the client's first detach of the link
@@ -316,7 +313,12 @@ def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dic
 def observations(cell: CellFrames, index: int = 0) -> dict[str, Any]:
     """:func:`observe` over a cell indexed once, so that looking at each of its deliveries in turn costs one
     pass over the dispositions, not over every frame."""
-    sent, got = link_view(cell.sending, index), link_view(cell.receiving, index)
+    return views_observed(cell, link_view(cell.sending, index), link_view(cell.receiving, index))
+
+
+def views_observed(cell: CellFrames, sent: LinkView, got: LinkView) -> dict[str, Any]:
+    """:func:`observations` of one delivery from its two views (:func:`link_view`: ``sent`` of the sending
+    connection, ``got`` of the receiving one, the same index), for a caller that reads a view itself too."""
     client_settled = settled_at(got.client_dispositions)
     broker_settled = settled_at(got.broker_dispositions)
     delivered_settled = bool(got.transfer is not None and got.transfer.fields.get("settled"))

@@ -25,8 +25,8 @@ from .interop_observe import (
     deliveries,
     delivery_starts,
     link_view,
-    observations,
     settled_at,
+    views_observed,
 )
 
 
@@ -388,7 +388,8 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
         remote = {role: told_remote_settled(report, told_events[role], links[role]) for role, report in told.items()}
         local = {role: told_locally_settled(report, told_events[role], links[role]) for role, report in told.items()}
         told_per_delivery.append({"remote": remote, "local": local})
-        observed = observations(cell, index)
+        sent = link_view(cell.sending, index)
+        observed = views_observed(cell, sent, link_view(cell.receiving, index))
         found = report_disagreements(observed, told.get("sender"), told.get("receiver"),
                                      claims.remote_state_fields.get("sender", False))
         found += settlement_disagreements(observed, remote, claims.remote_settlement)
@@ -400,7 +401,7 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
                 observed, told_received_state(told["receiver"], told_events["receiver"], links["receiver"]),
                 claims.received_remote_state.get("receiver", False))
         if "sender" in told:
-            found += untold_settlement(link_view(cell.sending, index), told["sender"], remote["sender"],
+            found += untold_settlement(sent, told["sender"], remote["sender"],
                                        local["sender"], send_replied_ns)
         lines += found if index == 0 else [f"delivery {index + 1} of the link: {line}" for line in found]
     return lines, told_per_delivery

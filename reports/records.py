@@ -20,6 +20,7 @@ from amqp_conformance.peers.frames import Frame, to_jsonable
 RESULTS_FILE = "results.jsonl"
 FRAMES_FILE = "frames.jsonl"
 NOT_APPLICABLE_FILE = "not-applicable.jsonl"
+STALE_CLIENT_FILE = "stale-client-deviations.jsonl"
 
 
 def new_run_id() -> str:
@@ -125,8 +126,14 @@ def not_applicable_record(run_id: str, case: Any, expectation_set: str, profile:
 
 def write_not_applicable(out_dir: Path, records: list[dict[str, Any]]) -> None:
     """Append ``records`` to ``out_dir/not-applicable.jsonl`` in one write (lines stay whole)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / NOT_APPLICABLE_FILE).open("ab", buffering=0) as handle:
+    append_json_lines(out_dir / NOT_APPLICABLE_FILE, records)
+
+
+def append_json_lines(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` to the JSON-lines file ``path`` (its folder made when missing) in one write, so
+    processes sharing the file never split a line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab", buffering=0) as handle:
         _append(handle, "".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
 
 

@@ -16,13 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .records import FRAMES_FILE, NOT_APPLICABLE_FILE, RESULTS_FILE
+from .records import FRAMES_FILE, NOT_APPLICABLE_FILE, RESULTS_FILE, STALE_CLIENT_FILE
 
 EARLIER_RUNS = "earlier-runs"
 SUMMARY_FILE = "summary.html"
 ALLURE_RESULTS = "allure-results"
 # what a run writes into its --out directory (and what moves away when the next run starts there)
-RUN_OUTPUTS = (RESULTS_FILE, FRAMES_FILE, ALLURE_RESULTS, SUMMARY_FILE, "junit.xml", NOT_APPLICABLE_FILE)
+RUN_OUTPUTS = (RESULTS_FILE, FRAMES_FILE, ALLURE_RESULTS, SUMMARY_FILE, "junit.xml", NOT_APPLICABLE_FILE,
+               STALE_CLIENT_FILE)
 
 
 def read_json_lines(path: Path, warn: bool = True) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,7 @@ class RunSummary:
     stopped: tuple[str, ...]
     not_applicable: NotApplicable
     records: tuple[dict[str, Any], ...] = ()
+    stale_clients: tuple[str, ...] = ()  # each client deviation the run judged stale, described whole
 
 
 def run_label(record: dict[str, Any]) -> str:
@@ -83,13 +85,16 @@ def first_line(reason: str | None) -> str:
     return lines[0] if lines else "(no reason recorded)"
 
 
-def summarize(records: list[dict[str, Any]], not_applicable: list[dict[str, Any]] | None = None) -> RunSummary:
+def summarize(records: list[dict[str, Any]], not_applicable: list[dict[str, Any]] | None = None,
+              stale_clients: Sequence[str] = ()) -> RunSummary:
     """Gather the summary of ``records`` (one run, or the repetitions of one run).
 
     ``not_applicable``: the run's ``not-applicable.jsonl`` records (only those of the records' run ids
-    count). Guarantees: every record is counted once per verdict and per table; every FAIL, ERROR and
-    NON-STRICT record is in exactly one :class:`ReasonGroup`; a selected case is either ran or in
-    ``not_applicable.no_run``, never both.
+    count). ``stale_clients``: an interop grid's client deviations that no longer show, each a line that says
+    what to change (:meth:`.fixtures.client_deviations.StaleClientDeviation.describe`).
+    Guarantees: every record is counted once per verdict and per table; every FAIL, ERROR and NON-STRICT
+    record is in exactly one :class:`ReasonGroup`; a selected case is either ran or in ``not_applicable.no_run``,
+    never both; each of ``stale_clients`` is shown once, as given.
     """
     run_ids = tuple(dict.fromkeys(r.get("run_id", "") for r in records))
     skipped = [n for n in not_applicable or [] if n.get("run_id") in run_ids or not run_ids]
@@ -121,7 +126,7 @@ def summarize(records: list[dict[str, Any]], not_applicable: list[dict[str, Any]
         stopped=tuple(dict.fromkeys(r["run_stopped"] for r in records if r.get("run_stopped"))),
         not_applicable=NotApplicable({sets: sorted(ids) for sets, ids in sorted(no_run.items())},
                                      len(unclaimed_pairs)),
-        records=tuple(records))
+        records=tuple(records), stale_clients=tuple(stale_clients))
 
 
 def _brokers(records: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -187,6 +192,10 @@ def render_text(summary: RunSummary, outputs: dict[str, Path] | None = None, wid
     if summary.stale:
         out.append("stale deviations (declared, no longer occur: remove them from the profile):")
         wrap(", ".join(summary.stale), "  ")
+    if summary.stale_clients:
+        out.append("stale client deviations (declared to show against this broker, excused none of their cells):")
+        for line in summary.stale_clients:
+            wrap(line, "      ", "  ")
     if summary.unmatched:
         out.append("declared deviations that did not match what was observed (FAIL):")
         for run, says in summary.unmatched:

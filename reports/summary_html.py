@@ -83,6 +83,10 @@ def render_html(summary: RunSummary) -> str:
     if summary.stale:
         out.append("<h2>Stale deviations</h2><p>Declared in the profile, no longer deviating: remove them from the "
                    f"profile.</p><p class=\"runs\" id=\"stale\">{escape(', '.join(summary.stale))}</p>")
+    if summary.stale_clients:
+        out.append("<h2>Stale client deviations</h2><p>Declared in a client's profile to show against this broker, "
+                   "they excused none of their cells.</p><ul id=\"stale-clients\">"
+                   + "".join(f"<li>{escape(line)}</li>" for line in summary.stale_clients) + "</ul>")
     if summary.unmatched:
         out.append("<h2>Declared deviations that did not match (FAIL)</h2><ul id=\"unmatched\">" +
                    "".join(f"<li>{escape(run)}: <span class=\"reason\">{escape(says)}</span></li>"
