@@ -106,6 +106,39 @@ def handle_reuse_disagreements(connections: dict[str, ConnectionFrames]) -> list
     return lines
 
 
+def early_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[str]:
+    """Where a client wrote a flow carrying next-incoming-id before the broker's begin for that session had even
+    reached the relay, one line a connection (``connections``: each connection, by role). AMQP 1.0 2.7.4 (flow,
+    next-incoming-id): "This value MUST be set if the peer has received the begin frame for the session, and MUST
+    NOT be set if it has not." The frames are in the order they reached the relay, so such a flow was written
+    before the client could have read that begin (the broker's begin whose remote-channel is the flow's channel;
+    a client's begin that answers a broker's own begin had read it). A flow written after the begin reached the
+    relay may have crossed it in flight, so it is not judged; a client's new begin on a channel starts a session
+    the broker has not answered yet."""
+    lines = []
+    for role, connection in connections.items():
+        answered: set[int] = set()  # the client's channels whose session the broker's begin has answered
+        for frame in connection.frames:
+            fields = frame.fields
+            if frame.performative == "begin" and frame.direction == "in":
+                if fields.get("remote-channel") is not None:
+                    answered.add(int(fields["remote-channel"]))
+            elif frame.performative == "begin":  # the client's
+                if fields.get("remote-channel") is not None:  # it answers the broker's own begin, so it read it
+                    answered.add(frame.channel)
+                else:  # a new session on the channel, not answered yet
+                    answered.discard(frame.channel)
+            elif (frame.performative == "flow" and frame.direction == "out" and frame.channel not in answered
+                  and fields.get("next-incoming-id") is not None):
+                set_to = int(fields["next-incoming-id"])
+                lines.append(f"the {role} client wrote a flow with next-incoming-id {set_to} on "
+                             f"channel {frame.channel} before the broker's begin for that session had reached it "
+                             f"(AMQP 1.0 2.7.4: next-incoming-id MUST NOT be set if the peer has not received the "
+                             f"begin frame for the session)")
+                break
+    return lines
+
+
 def unanswered_detach_disagreements(connections: dict[str, ConnectionFrames]) -> list[str]:
     """Where a client left a broker's closing detach unanswered, one line a link (``connections``: each
     connection, by role; each link of it looked at on its own, :func:`.interop_links.connection_links`). A broker

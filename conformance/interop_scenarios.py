@@ -60,7 +60,8 @@ CROSSING = Scenario(
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
         "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
         "send_wait_s": _wait_seconds,  # how long the sending client's send may wait for its messages' ends (0: the
-        # grid's --timeout, the most it ever waits): a row whose check needs only a second past the broker's answer
+        # grid's --timeout once for each 500 messages begun, interop_script.step_budget_s, the most it ever waits): a
+        # row whose check needs only a second past the broker's answer
         "receives": int,  # in how many receive commands the receiving client takes them, an equal share each (its
         # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
@@ -73,11 +74,15 @@ CROSSING = Scenario(
         "first_link": bool,  # each client first attaches a link of the other role (to the node's name with
         # ".first"), kept until its connection closes: the row's link is the second on its connection (and on its
         # session, where the library keeps one session a connection)
+        "pairs": ("all", "same"),  # the grid's pairs the row runs for: all that the run chose, or only each client
+        # with itself (a row about each library's own accounting, which the partner across the broker cannot
+        # change: each library once in each role, instead of once for every partner)
     },
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "receives": 1, "send_wait_s": 0,
-              "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False},
+              "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False,
+              "pairs": "all"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
