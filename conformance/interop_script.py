@@ -93,6 +93,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     told apart)."""
     run = CellRun()
     timeout_ms = int(timeout_s * 1000)
+    send_budget_s = step_budget_s(timeout_s, given["messages"])  # the send's, and what its thread is waited for
     tag = tag or uuid.uuid4().hex[:8]
 
     def ask(party: str, shim: Shim, op: str, wait_s: float = timeout_s, **fields: Any) -> dict[str, Any]:
@@ -137,8 +138,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         def send() -> None:
             try:
                 messages = [{"body": body, "settled": given["presettled"]} for body in sent_bodies(given)]
-                budget_s = step_budget_s(timeout_s, given["messages"])
-                wait_s = min(given["send_wait_s"] or budget_s, budget_s)  # a row may wait less, never more
+                wait_s = min(given["send_wait_s"] or send_budget_s, send_budget_s)  # a row may wait less, never more
                 run.send_reply = ask("sender", sender, "send", wait_s, link=LINKS["sender"], messages=messages)
                 run.send_replied_ns = time.monotonic_ns()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the script's thread
@@ -154,7 +154,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             if not received[-1].get("ok"):
                 break
         run.receive_reply = merged_receive(received)
-        sending.join(step_budget_s(timeout_s, given["messages"]) + 10)
+        sending.join(send_budget_s + 10)
         if failure:
             raise failure[0]
         if given["close_links"]:  # each client closes its link before its connection: the receiving one first
@@ -165,8 +165,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         run.stopped = str(exc)
     finally:
         if sending is not None:
-            sending.join(step_budget_s(timeout_s, given["messages"]) + 10)  # one command at a time per shim: its
-            # send ends before its close
+            sending.join(send_budget_s + 10)  # one command at a time per shim: its send ends before its close
         for role, shim in (("sender", sender), ("receiver", receiver)):
             run.close_asked_ns[role] = time.monotonic_ns()
             asked = time.monotonic()
