@@ -74,23 +74,19 @@ def deliveries(frames: list[Frame], direction: str) -> list[list[Frame]]:
     return found
 
 
-def delivery_starts(frames: list[Frame], direction: str) -> list[Frame]:
-    """The first transfer of each delivery sent in ``direction``, in order (:func:`deliveries`)."""
-    return [transfers[0] for transfers in deliveries(frames, direction)]
-
-
 @dataclass(frozen=True)
 class ConnectionFrames:
     """One connection's frames and what every check of it shares, found once: its links
     (:func:`.interop_links.connection_links`), the broker's attach answering the client's of ``role`` (the row's
-    link, :attr:`row_link`), the first transfer of each delivery on it (:func:`delivery_starts`), the
+    link, :attr:`row_link`), the transfers of each delivery on it (:func:`deliveries`) and the first of each, the
     dispositions, and the error frames of each end."""
 
     frames: list[Frame]
     role: str
     links: ConnectionLinks
     row_link: WireLink | None  # the client's first link of ``role`` (ConnectionLinks.of_role); None if it attached none
-    starts: list[Frame]  # the first transfer of each delivery the link of ``role`` carried, whatever attached it
+    deliveries: list[list[Frame]]  # the transfers of each delivery the link of ``role`` carried, whatever attached it
+    starts: list[Frame]  # the first transfer of each of those deliveries
     dispositions: list[Frame]
     errors: list[dict[str, Any]]
     client_errors: list[dict[str, Any]]
@@ -107,9 +103,10 @@ def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames
     indexed once for the views of its deliveries (:func:`link_view`) and for every check of its links (one walk,
     :func:`.interop_links.connection_links`)."""
     links = connection_links(frames)
-    starts = delivery_starts(frames, "out" if client_role == "sender" else "in")
+    transfers = deliveries(frames, "out" if client_role == "sender" else "in")
+    starts = [delivery[0] for delivery in transfers]
     dispositions = [f for f in frames if f.performative == "disposition"]
-    return ConnectionFrames(frames, client_role, links, links.of_role(client_role), starts, dispositions,
+    return ConnectionFrames(frames, client_role, links, links.of_role(client_role), transfers, starts, dispositions,
                             carried_errors(frames, "in"), carried_errors(frames, "out"),
                             _covering(starts, dispositions))
 
@@ -167,9 +164,10 @@ def carried_errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
 
 def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
     """On the connection's row link (:attr:`ConnectionFrames.row_link`), walked once: how many deliveries it
-    carried (:func:`delivery_starts`), how many ``clashes`` (a delivery whose tag, its first transfer's, is the tag
-    of a delivery of the link that was still unsettled when it began) and ``unsettled_at_detach``: how many of its
-    deliveries were still unsettled when the client wrote its first detach on that link (None when it wrote none).
+    carried (:attr:`ConnectionFrames.starts`), how many ``clashes`` (a delivery whose tag, its first transfer's, is
+    the tag of a delivery of the link that was still unsettled when it began) and ``unsettled_at_detach``: how many
+    of its deliveries were still unsettled when the client wrote its first detach on that link (None when it wrote
+    none).
     A delivery is settled once a transfer or disposition covering it says settled, whichever end sent it: frames of
     a connection are processed in order, so the other end has settled too before it reads anything sent after
     (AMQP 1.0 2.6.12: a tag is unique among all deliveries either end could consider unsettled; 004, pn_delivery:

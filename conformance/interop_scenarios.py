@@ -66,7 +66,7 @@ CROSSING = Scenario(
         # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time",
-                        "settle-without-outcome"),
+                        "settle-without-outcome", "settle-after-outcome"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
@@ -113,6 +113,7 @@ CROSSING = Scenario(
         # (the bodies are checked in every cell once every receive succeeded; a receive that ran out of time
         # gives fewer)
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
+        "hung",  # per role, the command a client's library hung in and how (its shim's error kind hung), or null
     ),
     check_row=receives_within_messages,
 )

@@ -70,6 +70,7 @@ class CellRun:
     close_asked_ns: dict[str, int] = field(default_factory=dict)  # when each role's shim was asked to close
     close_failures: list[str] = field(default_factory=list)  # a shim that died, hung or broke its contract in close
     crashes: dict[str, LibraryCrash] = field(default_factory=dict)  # role -> its client library's own crash
+    hung: dict[str, str] = field(default_factory=dict)  # role -> the command its library hung in, and how (kind hung)
 
 
 def outcome_of(given: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +112,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             error = reply.get("error") or {}
             if error.get("kind") == "unsupported":
                 raise CellUnsupported(party, op, str(error.get("description")))
+            if error.get("kind") == "hung":  # its library's call outlived the deadline it was given: the client's
+                run.hung.setdefault(party, f"its {op}: {error.get('description')}")
             if op in ("connect", "attach"):
                 raise CellStopped(f"the {party} client's {op} failed: {_error_text(error)}")
         return reply
@@ -172,6 +175,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
                 run.replies.append(ShimReply(role, "close", asked, reply))
+                if (reply.get("error") or {}).get("kind") == "hung":
+                    run.hung.setdefault(role, f"its close: {reply['error'].get('description')}")
             except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
                 if isinstance(exc, ShimExited) and exc.crash is not None:  # its library crashed, in its close or
                     run.crashes.setdefault(role, exc.crash)  # earlier in the cell (the close finds it gone)

@@ -22,8 +22,6 @@ from .interop_observe import (
     CellFrames,
     ConnectionFrames,
     LinkView,
-    deliveries,
-    delivery_starts,
     link_view,
     settled_at,
     views_observed,
@@ -377,7 +375,7 @@ def every_delivery_disagreements(cell: CellFrames, reports: dict[str, list[dict[
     names it.
     Returns the lines and, per index, what each client last told (``remote``: :func:`told_remote_settled`,
     ``local``: :func:`told_locally_settled`, per role that reported the delivery)."""
-    transfers = {"sender": deliveries(cell.sending.frames, "out"), "receiver": deliveries(cell.receiving.frames, "in")}
+    transfers = {"sender": cell.sending.deliveries, "receiver": cell.receiving.deliveries}
     told_events = {role: [event.body for event in events[role]] for role in ("sender", "receiver")}
     count = max(len(reports["sender"]), len(reports["receiver"]), len(transfers["sender"]),
                 len(transfers["receiver"]), 1)
@@ -431,9 +429,10 @@ def untold_settlement(sent: LinkView, report: dict[str, Any], remote: bool | Non
             f"{(replied_ns - settled) // 1_000_000} ms before the send's reply"]
 
 
-def untold_presettled_send(sending: list[Frame], messages: int, presettled: bool, replied_ns: int | None) -> list[str]:
+def untold_presettled_send(sending: ConnectionFrames, messages: int, presettled: bool,
+                           replied_ns: int | None) -> list[str]:
     """Whether the sending client's API told its caller that its pre-settled send was done only long after its
-    library had written every message (``sending``: its connection's frames; ``messages``: how many the row
+    library had written every message (``sending``: its connection, indexed; ``messages``: how many the row
     sends; ``presettled``: the row sends them settled; ``replied_ns``: when the send's reply came, on the frames'
     clock). A message sent settled is over at the sender once its transfer is written (003, at most once: settled
     at the sender, and nothing comes back), so an API that says nothing of it until :data:`UNTOLD_GRACE_NS` after
@@ -441,10 +440,10 @@ def untold_presettled_send(sending: list[Frame], messages: int, presettled: bool
     whose messages did not all go out (no credit came) is not held."""
     if not presettled or replied_ns is None:
         return []
-    starts = delivery_starts(sending, "out")
+    starts = sending.starts
     if not starts or len(starts) < messages or not all(f.fields.get("settled") for f in starts):
         return []
-    written = max(f.t_ns for f in sending if f.direction == "out" and f.performative == "transfer")
+    written = max(delivery[-1].t_ns for delivery in sending.deliveries)
     if replied_ns - written < UNTOLD_GRACE_NS:
         return []
     return [f"sending client: its API told that its pre-settled send was done {(replied_ns - written) // 1_000_000} "

@@ -7,6 +7,8 @@ A pattern is plain data, so case tables can hold it:
 - ``None`` matches an absent or null value;
 - ``{"@regex": "..."}`` matches a str (or bytes, read as UTF-8) that the regular expression fully matches;
 - ``{"@present": true}`` matches any non-null value, ``{"@present": false}`` an absent or null one;
+- ``{"@at-least": n}`` matches a number (never a bool) no smaller than ``n``: a count the source bounds below,
+  such as a deviation's "some tags clash" (``clashes = {"@at-least": 1}``);
 - ``{"@one-of": [p1, p2]}`` matches when any of the patterns matches;
 - ``{"@includes": [p1, p2]}`` matches a list holding, in that order, an element matching each pattern, with any
   other elements before, between and after them (a pattern that names the one error it concerns);
@@ -59,7 +61,7 @@ AMQP_TYPES: dict[str, Callable[[Any], bool]] = {
     "double": _is_exactly(float),
 }
 TYPE_OPERATORS = tuple(f"@{name}" for name in AMQP_TYPES)
-OPERATORS = ("@regex", "@present", "@one-of", "@includes", *TYPE_OPERATORS)
+OPERATORS = ("@regex", "@present", "@at-least", "@one-of", "@includes", *TYPE_OPERATORS)
 
 
 def amqp_type_of(value: Any) -> str:
@@ -110,6 +112,10 @@ def _operator(pattern: dict, value: Any, where: str) -> list[str]:
         if (value is not None) == bool(arg):
             return []
         return [f"{where}: expected {'a value' if arg else 'nothing'}, observed {render(value)}"]
+    if op == "@at-least":
+        if _is_number(value) and value >= arg:
+            return []
+        return [f"{where}: expected at least {render(arg)}, observed {render(value)}"]
     if op == "@regex":
         text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
         if isinstance(text, str) and re.fullmatch(arg, text):
@@ -134,6 +140,10 @@ def _includes(patterns: list, value: Any, where: str) -> list[str]:
     return [f"{where}: expected a list including, in order, {render(patterns)}, observed {render(value)}"]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _scalar_equal(pattern: Any, value: Any) -> bool:
     if isinstance(pattern, bool) or isinstance(value, bool):
         return type(pattern) is type(value) and pattern == value
@@ -156,6 +166,9 @@ def validate_pattern(pattern: Any, path: str = "") -> list[str]:
                         re.compile(sub)
                     except (re.error, TypeError) as exc:
                         problems.append(f"{here}: invalid regular expression {sub!r}: {exc}")
+                elif key == "@at-least":
+                    if not _is_number(sub):
+                        problems.append(f"{here}: @at-least takes a number, not {sub!r}")
                 elif key in TYPE_OPERATORS:
                     problems += validate_pattern(sub, here)
                 elif key in ("@one-of", "@includes"):

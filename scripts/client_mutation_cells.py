@@ -4,7 +4,8 @@ mutmut for python-proton (scripts/client_mutation.py copies this file into its w
 ``AMQP_CLIENT_MUTATION_CLIENT`` (default python-proton).
 
 Each test runs the row's cells (``amqp-conformance interop --clients CLIENT --pairs same``) against the
-embedded reference broker, or its router mode for the router rows, with both clients' shims running on the
+embedded reference broker, or its router mode for the router rows, and against two of its conformant variants
+(``--reference-mutant``: :data:`BROKERS`), with both clients' shims running on the
 mutated copy of the library (:data:`LAUNCHERS`), and fails when a cell FAILs or ERRORs: a row caught the
 mutant. A cell the client's profile makes UNSUPPORTED, or a NON-STRICT its profile declares,
 passes, as in the grid. As in the grid, the shim processes serve cell after cell (one relay and one shim a role
@@ -29,7 +30,16 @@ from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
 CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
-BROKERS = {"reference": False, "reference-router": True}  # broker name -> router mode
+# broker name -> (its profile, router mode, the reference's conformant variant it runs or None): the reference, its
+# router mode, and two variants that make the choices the sources leave open otherwise (peers/reference/
+# conformant_variants.py; every client passes them): every choice at once (handles from 3, channels from 2, one
+# credit at a time, 512-byte frames, counts from 4294967294, one account) and a small session incoming-window
+BROKERS: dict[str, tuple[str, bool, str | None]] = {
+    "reference": ("reference", False, None),
+    "reference-router": ("reference-router", True, None),
+    "reference~variant-every-choice": ("reference", False, "variant-every-choice"),
+    "reference~variant-small-session-window": ("reference", False, "variant-small-session-window"),
+}
 CAUGHT = ("FAIL", "ERROR")
 STEP_TIMEOUT_S = 3.0  # what a shim may take per step: a hung mutant costs this, a right client some 0.1 s
 HERE = Path(__file__).resolve().parent  # the tool's copy of the work directory: the mutated library, the launcher
@@ -50,8 +60,8 @@ def cells() -> list[tuple[str, Case]]:
     """(broker, row) for every row that has a cell against that broker's profile, the client with itself."""
     client = {CLIENT: client_on_mutants()}
     found = []
-    for broker in BROKERS:
-        sets = load_profile(broker).expectation_sets
+    for broker, (profile, _, _) in BROKERS.items():
+        sets = load_profile(profile).expectation_sets
         rows = {case.id: case for case, *_ in grid(load_interop_catalogue().cases, client, "same", sets)}
         found += [(broker, case) for case in rows.values()]
     return found
@@ -81,7 +91,8 @@ def grids(tmp_path_factory) -> Iterator:
 
         def get(name: str, test: ExitStack, fresh: bool = False) -> Grid:
             if name not in started:
-                broker = EmbeddedReferenceLauncher(router=BROKERS[name]).start(name, load_profile(name))
+                profile, router, variant = BROKERS[name]
+                broker = EmbeddedReferenceLauncher(variant, router=router).start(profile, load_profile(profile))
                 session.callback(broker.stop)
                 relay = session.enter_context(FrameRelay(broker.address.host, broker.address.port,
                                                          label=f"interop-{name}"))

@@ -180,6 +180,7 @@ class Broker(UmRules):
         self.second_pending: set[tuple[BrokerConnection, str, bytes]] = set()  # accepted, awaiting its settle
         self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
         self.settles_without_outcome: set[str] = set()  # nodes whose publishes are stored, then settled stateless
+        self.settles_after_outcome: set[str] = set()  # nodes whose publishes are accepted, then settled apart
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -382,11 +383,22 @@ class Broker(UmRules):
             delivery.settle()  # pre-settled by the publisher: no further action, no disposition
         elif address in self.settles_without_outcome:  # the admin's settle-without-outcome (the client grid):
             delivery.settle()  # stored, and settled with no state (AMQP 1.0 2.7.6: a disposition's state is optional)
+        elif address in self.settles_after_outcome:  # the admin's settle-after-outcome (the client grid):
+            self._settle_after_outcome(second_key[0], delivery)
         elif self.settles_second(link):
             delivery.update(Delivery.ACCEPTED)  # 2.6.12 / 003 exactly-once: the sender settles first
             self.second_pending.add(second_key)
         else:
             self._settle(delivery, Delivery.ACCEPTED)
+
+    @staticmethod
+    def _settle_after_outcome(connection: BrokerConnection, delivery: Delivery) -> None:
+        """Accept ``delivery`` in one disposition (unsettled) and settle it in a second that carries no state: the
+        outcome is given, then the settlement alone (AMQP 1.0 2.7.6: a disposition's state is optional; 2.6.12)."""
+        delivery.update(Delivery.ACCEPTED)
+        connection.take_output()  # proton writes the accepted disposition now, not merged with the settlement
+        delivery.update(0)  # no local state left, so the settling disposition carries none
+        delivery.settle()
 
     @staticmethod
     def _settle(delivery: Delivery, outcome: int, condition: Condition | None = None) -> None:

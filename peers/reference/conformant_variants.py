@@ -88,6 +88,24 @@ class SmallFrames(Broker):
         return offer_least_max_frame_size(BrokerConnection(self, peer_name))
 
 
+SESSION_WINDOW_FRAMES = 16  # the incoming-window of SmallSessionWindow: room for the catalogue's largest message
+# (300000 bytes at proton's 32768-byte frames), which the broker reads only once all of it has come
+
+
+class SmallSessionWindow(Broker):
+    """Offers each session an incoming-window of :data:`SESSION_WINDOW_FRAMES` transfer frames, not proton's
+    unbounded one, and widens it again as it reads what came (proton's session flow at half the window): AMQP 1.0
+    2.5.6 lets the receiver set its incoming-window, and a client must not send beyond it."""
+
+    def _on_pn_session_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        event.session.incoming_capacity = SESSION_WINDOW_FRAMES * connection.engine.transport.max_frame_size
+        super()._on_pn_session_remote_open(connection, event)
+
+
+class RouterSmallSessionWindow(SmallSessionWindow, Router):
+    """The router mode of :class:`SmallSessionWindow`."""
+
+
 class OneCredit(Broker):
     """Gives a publisher's link one credit at a time: a link-credit of 1, given again once it is spent."""
 
@@ -183,6 +201,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.5.1: each end of a session chooses its own channel)", ChannelsFromTwo),
     Mutant("variant-small-frames", f"offers max-frame-size {MIN_MAX_FRAME_SIZE}, the least 2.7.1 allows",
            "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
+    Mutant("variant-small-session-window", f"offers each session an incoming-window of {SESSION_WINDOW_FRAMES} "
+           "frames, widened again as it reads", "keeps every guarantee (AMQP 1.0 2.5.6: the receiver sets its "
+           "incoming-window; a sender must not send beyond it)", SmallSessionWindow),
     Mutant("variant-one-credit", "gives each publisher one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7: the receiver decides how much credit it gives)", OneCredit),
     Mutant("variant-credit-once", "gives each publisher one credit and never another",
@@ -208,6 +229,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
     Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
            "not 0", "keeps every guarantee (AMQP 1.0 2.5.1)", RouterChannelsFromTwo, broker_name="reference-router"),
+    Mutant("variant-router-small-session-window", f"the router offers each session an incoming-window of "
+           f"{SESSION_WINDOW_FRAMES} frames", "keeps every guarantee (AMQP 1.0 2.5.6)", RouterSmallSessionWindow,
+           broker_name="reference-router"),
     Mutant("variant-router-one-credit", "the router gives each producer one credit at a time",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterOneCredit, broker_name="reference-router"),
     Mutant("variant-router-credit-once", "the router gives each producer one credit and never another",

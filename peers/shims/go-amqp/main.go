@@ -162,8 +162,9 @@ type connection struct {
 }
 
 type shim struct {
-	w *writer
-	c *connection
+	w    *writer
+	c    *connection
+	hung string // the call that outlived its deadline in the library, once one has (the shim answers hung since)
 }
 
 func main() {
@@ -183,6 +184,10 @@ func main() {
 			}
 			break
 		}
+	}
+	if s.hung != "" { // the library still holds the call that hung: leave at once rather than wait on it
+		log.Printf("end of input with a call still hung (%s): exiting", s.hung)
+		return
 	}
 	if s.c != nil {
 		s.c.closing.Store(true)
@@ -210,6 +215,37 @@ func (s *shim) handle(line []byte) {
 		shown = append(shown[:400:400], "..."...)
 	}
 	log.Printf("> %s", shown)
+	if s.hung != "" { // a call still hangs in the library: nothing it holds can be trusted
+		s.reply(cmd.ID, nil, fail("hung", "an earlier call still hangs in go-amqp ("+s.hung+"): the shim cannot go on"))
+		return
+	}
+	type result struct {
+		res obj
+		f   *failure
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, f := s.run(&cmd)
+		done <- result{res, f}
+	}()
+	select {
+	case r := <-done:
+		s.reply(cmd.ID, r.res, r.f)
+	case <-time.After(cmd.timeout() + hangGrace):
+		// every call below is given the command's deadline (a context, or a timer): one still running past it
+		// ignores it, and the library holds whatever it holds
+		s.hung = fmt.Sprintf("%s did not return within its %d ms deadline and %d ms more", cmd.Op,
+			cmd.timeout().Milliseconds(), hangGrace.Milliseconds())
+		log.Printf("hung: %s", s.hung)
+		s.reply(cmd.ID, nil, fail("hung", "go-amqp's "+s.hung))
+	}
+}
+
+// hangGrace is how long past a command's deadline its library call may run before the shim answers hung.
+const hangGrace = time.Second
+
+// run carries out one command: the library calls it makes are each given the command's deadline.
+func (s *shim) run(cmd *command) (obj, *failure) {
 	var (
 		res obj
 		f   *failure
@@ -218,21 +254,21 @@ func (s *shim) handle(line []byte) {
 	case "hello":
 		res = s.hello()
 	case "connect":
-		res, f = s.connect(&cmd)
+		res, f = s.connect(cmd)
 	case "attach":
-		res, f = s.attach(&cmd)
+		res, f = s.attach(cmd)
 	case "send":
-		res, f = s.send(&cmd)
+		res, f = s.send(cmd)
 	case "receive":
-		res, f = s.receive(&cmd)
+		res, f = s.receive(cmd)
 	case "detach":
-		res, f = s.detach(&cmd)
+		res, f = s.detach(cmd)
 	case "close":
-		res, f = s.close(&cmd)
+		res, f = s.close(cmd)
 	default:
 		f = clientErr("unknown op %q", cmd.Op)
 	}
-	s.reply(cmd.ID, res, f)
+	return res, f
 }
 
 func (s *shim) reply(id json.RawMessage, res obj, f *failure) {
