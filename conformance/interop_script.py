@@ -112,8 +112,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             error = reply.get("error") or {}
             if error.get("kind") == "unsupported":
                 raise CellUnsupported(party, op, str(error.get("description")))
-            if error.get("kind") == "hung":  # its library's call outlived the deadline it was given: the client's
-                run.hung.setdefault(party, f"its {op}: {error.get('description')}")
+            _note_hung(run, party, op, reply)
             if op in ("connect", "attach"):
                 raise CellStopped(f"the {party} client's {op} failed: {_error_text(error)}")
         return reply
@@ -175,14 +174,21 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
                 run.replies.append(ShimReply(role, "close", asked, reply))
-                if (reply.get("error") or {}).get("kind") == "hung":
-                    run.hung.setdefault(role, f"its close: {reply['error'].get('description')}")
+                _note_hung(run, role, "close", reply)
             except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
                 if isinstance(exc, ShimExited) and exc.crash is not None:  # its library crashed, in its close or
                     run.crashes.setdefault(role, exc.crash)  # earlier in the cell (the close finds it gone)
                     continue
                 run.close_failures.append(f"the {role} client's close: {exc}")
     return run
+
+
+def _note_hung(run: CellRun, party: str, op: str, reply: dict[str, Any]) -> None:
+    """Keep in ``run.hung`` the first command whose reply says ``party``'s library hung in it (error kind hung:
+    the library's call outlived the deadline it was given, the client's fault)."""
+    error = reply.get("error") or {}
+    if not reply.get("ok") and error.get("kind") == "hung":
+        run.hung.setdefault(party, f"its {op}: {error.get('description')}")
 
 
 def _error_text(error: dict[str, Any]) -> str:

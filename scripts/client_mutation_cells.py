@@ -23,23 +23,32 @@ from pathlib import Path
 
 import pytest
 from amqp_conformance.conformance.catalogue import Case, load_interop_catalogue
-from amqp_conformance.fixtures.brokers import EmbeddedReferenceLauncher, RunningBroker
+from amqp_conformance.fixtures.brokers import EmbeddedReferenceLauncher, RunningBroker, base_broker
+from amqp_conformance.fixtures.brokers import variant as variant_of
 from amqp_conformance.fixtures.interop import CLIENT_PROFILES_DIR, Client, ShimPool, grid, run_cell
 from amqp_conformance.fixtures.profiles import load_profile
 from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
 CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
-# broker name -> (its profile, router mode, the reference's conformant variant it runs or None): the reference, its
-# router mode, and two variants that make the choices the sources leave open otherwise (peers/reference/
-# conformant_variants.py; every client passes them): every choice at once (handles from 3, channels from 2, one
-# credit at a time, 512-byte frames, counts from 4294967294, one account) and a small session incoming-window
-BROKERS: dict[str, tuple[str, bool, str | None]] = {
-    "reference": ("reference", False, None),
-    "reference-router": ("reference-router", True, None),
-    "reference~variant-every-choice": ("reference", False, "variant-every-choice"),
-    "reference~variant-small-session-window": ("reference", False, "variant-small-session-window"),
+# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and two
+# variants that make the choices the sources leave open otherwise (peers/reference/conformant_variants.py; a client
+# passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
+# a time, 512-byte frames, counts from 4294967294, one account) and a small session incoming-window. A variant's
+# profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
+BROKERS: dict[str, str | None] = {
+    "reference": None,
+    "reference-router": None,
+    "reference~variant-every-choice": "variant-every-choice",
+    "reference~variant-small-session-window": "variant-small-session-window",
 }
+
+
+def profile_of(broker: str) -> str:
+    """The registered broker whose profile judges ``broker`` of :data:`BROKERS` (its own name, or the one its
+    variant replaces)."""
+    variant = BROKERS[broker]
+    return broker if variant is None else base_broker(variant_of(variant))
 CAUGHT = ("FAIL", "ERROR")
 STEP_TIMEOUT_S = 3.0  # what a shim may take per step: a hung mutant costs this, a right client some 0.1 s
 HERE = Path(__file__).resolve().parent  # the tool's copy of the work directory: the mutated library, the launcher
@@ -60,8 +69,8 @@ def cells() -> list[tuple[str, Case]]:
     """(broker, row) for every row that has a cell against that broker's profile, the client with itself."""
     client = {CLIENT: client_on_mutants()}
     found = []
-    for broker, (profile, _, _) in BROKERS.items():
-        sets = load_profile(profile).expectation_sets
+    for broker in BROKERS:
+        sets = load_profile(profile_of(broker)).expectation_sets
         rows = {case.id: case for case, *_ in grid(load_interop_catalogue().cases, client, "same", sets)}
         found += [(broker, case) for case in rows.values()]
     return found
@@ -91,8 +100,9 @@ def grids(tmp_path_factory) -> Iterator:
 
         def get(name: str, test: ExitStack, fresh: bool = False) -> Grid:
             if name not in started:
-                profile, router, variant = BROKERS[name]
-                broker = EmbeddedReferenceLauncher(variant, router=router).start(profile, load_profile(profile))
+                profile = profile_of(name)
+                broker = EmbeddedReferenceLauncher(BROKERS[name], router=profile == "reference-router").start(
+                    profile, load_profile(profile))
                 session.callback(broker.stop)
                 relay = session.enter_context(FrameRelay(broker.address.host, broker.address.port,
                                                          label=f"interop-{name}"))
