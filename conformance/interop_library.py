@@ -10,10 +10,8 @@ asked for, or a frame it owed and did not write, is the library's act. Each conn
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import MODULUS
 from amqp_conformance.peers.shimrun.process import ShimReply
 
@@ -140,132 +138,6 @@ def early_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[s
                              f"begin frame for the session)")
                 break
     return lines
-
-
-@dataclass
-class _SessionIds:
-    """One client session's transfer-ids as the relay saw them: the client's begin's next-outgoing-id and the
-    transfer frames it wrote since; the broker's begin's next-outgoing-id and the broker's transfer frames that
-    reached the relay since; the least next-incoming-id (an offset from the broker's) the client's next flow may
-    state; and how many transfer frames the broker's incoming-window has allowed the client in all (the most that
-    any begin or flow of the broker that reached the relay allowed, counted from the client's begin)."""
-
-    own_next: int | None = None  # the client's begin's next-outgoing-id; None when its begin was not seen
-    written: int = 0
-    broker_next: int | None = None  # the broker's begin's next-outgoing-id; None until it reached the relay
-    seen: int = 0
-    stated: int = 0
-    allowed: int | None = None  # None until the broker's begin stated its incoming-window
-
-
-def session_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[str]:
-    """Where a client's session flow control disagreed with its frames and the broker's, one line a connection
-    (``connections``: each connection, by role). AMQP 1.0 2.5.6: every transfer frame takes the next transfer-id of
-    its sender's session, the first its begin's next-outgoing-id. So (2.7.4, flow) a client's flow states as
-    next-outgoing-id its begin's plus the transfer frames it wrote before the flow, exactly (the relay sees one
-    end's frames in the order written), and as next-incoming-id the broker's begin's next-outgoing-id plus the
-    broker's transfer frames it had received: no more than had reached the relay before the flow, and never fewer
-    than an earlier flow of the session stated (a transfer received stays received). And a client may send a
-    transfer only while the broker's incoming-window has room for it (2.5.6: the sender "MUST NOT send" when its
-    remote-incoming-window is zero): a transfer-id before the broker's next-incoming-id plus incoming-window of a
-    begin or flow of the broker's. Judged against the most any of them allowed that had reached the relay before
-    the transfer: a later one may have narrowed the window while the transfer was in flight. A flow whose session's
-    broker begin had not reached the relay is left to :func:`early_flow_disagreements`; a new begin on a channel
-    starts the count again. Transfer-ids are sequence numbers (2.8.7): counted on through 4294967295 to 0."""
-    lines = []
-    for role, connection in connections.items():
-        sessions: dict[int, _SessionIds] = {}  # by the client's channel
-        client_channel: dict[int, int] = {}  # the broker's channel -> the client's channel of that session
-        broker_begun: dict[int, Frame] = {}  # the broker's own begins not yet answered, by channel
-        for frame in connection.frames:
-            fields = frame.fields
-            found = None
-            if frame.performative == "begin":
-                answers = fields.get("remote-channel")
-                if frame.direction == "out":  # a new session of the client's, or its answer to the broker's begin
-                    session = sessions[frame.channel] = _SessionIds(own_next=_id(fields.get("next-outgoing-id")))
-                    if answers is not None and int(answers) in broker_begun:
-                        _broker_began(session, broker_begun.pop(int(answers)).fields)
-                        client_channel[int(answers)] = frame.channel
-                elif answers is not None and int(answers) in sessions:  # the broker's answer to the client's begin
-                    _broker_began(sessions[int(answers)], fields)
-                    client_channel[frame.channel] = int(answers)
-                elif answers is None:  # the broker's own begin: the client's answer names its channel
-                    broker_begun[frame.channel] = frame
-            elif frame.direction == "out" and frame.channel in sessions:
-                if frame.performative == "transfer":
-                    found = _beyond_window(sessions[frame.channel])
-                elif frame.performative == "flow":
-                    found = _flow_ids(sessions[frame.channel], fields)
-            elif frame.direction == "in" and frame.channel in client_channel:
-                session = sessions[client_channel[frame.channel]]
-                if frame.performative == "transfer":
-                    session.seen += 1
-                elif frame.performative == "flow":
-                    _broker_allows(session, fields.get("next-incoming-id"), fields.get("incoming-window"))
-            if found:
-                lines.append(f"the {role} client's {frame.performative} on channel {frame.channel} {found}")
-                break
-    return lines
-
-
-def _id(value: Any) -> int | None:
-    return None if value is None else int(value) % MODULUS
-
-
-def _broker_began(session: _SessionIds, fields: dict[str, Any]) -> None:
-    """The broker's begin for ``session``: its transfers are counted from its next-outgoing-id, and its
-    incoming-window counts from the client's begin's next-outgoing-id (2.5.6: the next-incoming-id it starts at)."""
-    session.broker_next, session.seen = _id(fields.get("next-outgoing-id")), 0
-    _broker_allows(session, session.own_next, fields.get("incoming-window"))
-
-
-def _broker_allows(session: _SessionIds, next_incoming: Any, window: Any) -> None:
-    """A begin or flow of the broker's for ``session``, stating the transfer-id it expects next and its
-    incoming-window: the client may have read it, so the transfers it allows count from then on."""
-    if next_incoming is None or window is None or session.own_next is None:
-        return
-    allowed = (int(next_incoming) - session.own_next) % MODULUS + int(window)
-    session.allowed = allowed if session.allowed is None else max(session.allowed, allowed)
-
-
-def _beyond_window(session: _SessionIds) -> str | None:
-    """What is wrong with the client's next transfer frame in ``session``: sent beyond every incoming-window of the
-    broker's (:func:`session_flow_disagreements`), or None; the frame is counted as written."""
-    session.written += 1
-    if session.allowed is None or session.written <= session.allowed:
-        return None
-    transfer_id = (session.own_next + session.written - 1) % MODULUS
-    return (f"takes transfer-id {transfer_id}, beyond the broker's incoming-window: no begin or flow of the broker's "
-            f"that had reached the relay allowed more than {session.allowed} transfer frame"
-            f"{'' if session.allowed == 1 else 's'} of the session (AMQP 1.0 2.5.6: the sender MUST NOT send a "
-            f"transfer while its remote-incoming-window is zero)")
-
-
-def _flow_ids(session: _SessionIds, fields: dict[str, Any]) -> str | None:
-    """What is wrong with one client flow's transfer-ids in ``session`` (:func:`session_flow_disagreements`), or
-    None; the least next-incoming-id the session's next flow may state is moved up to this one's."""
-    stated_out = _id(fields.get("next-outgoing-id"))
-    if session.own_next is not None and stated_out is not None:
-        due = (session.own_next + session.written) % MODULUS
-        if stated_out != due:
-            return (f"states next-outgoing-id {stated_out}, but its begin said {session.own_next} and it had "
-                    f"written {session.written} transfer frame{'' if session.written == 1 else 's'} since: "
-                    f"{due} (AMQP 1.0 2.5.6, 2.7.4)")
-    stated_in = _id(fields.get("next-incoming-id"))
-    if stated_in is None or session.broker_next is None:
-        return None
-    offset = (stated_in - session.broker_next) % MODULUS
-    if offset > session.seen:
-        return (f"states next-incoming-id {stated_in}, {offset} past the broker's begin's next-outgoing-id "
-                f"{session.broker_next}, but only {session.seen} of the broker's transfer frames on the session had "
-                f"reached the relay (AMQP 1.0 2.5.6, 2.7.4: the transfer-id it expects next)")
-    if offset < session.stated:
-        return (f"states next-incoming-id {stated_in}, {session.stated - offset} before the "
-                f"{(session.broker_next + session.stated) % MODULUS} an earlier flow of the session stated (AMQP 1.0 "
-                f"2.5.6: a transfer received stays received)")
-    session.stated = offset
-    return None
 
 
 def unanswered_detach_disagreements(connections: dict[str, ConnectionFrames]) -> list[str]:

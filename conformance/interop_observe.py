@@ -8,7 +8,7 @@ Each connection is indexed once (:func:`connection_frames`: its links, its deliv
 errors) and every observation and check reads that index. Everything here is computed from those frame lists:
 nothing waits, nothing reads a socket. What each client's API told is held to these observations in
 :mod:`.interop_told` and :mod:`.interop_told_errors`; what each library did on the wire of its own accord in
-:mod:`.interop_library`.
+:mod:`.interop_library`, and the flow control it stated in :mod:`.interop_flow`.
 """
 
 from __future__ import annotations

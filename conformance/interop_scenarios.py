@@ -6,7 +6,7 @@ shim, peers/shims/README.md) through one broker, every frame of both connections
 the receiving link's receiver settle mode and the outcome the receiving client gives; the cell observes both
 clients' frames and the broker's (:mod:`.interop_observe`), and holds what each client's API reported to
 them (:mod:`.interop_told`, :mod:`.interop_told_errors`) and what each library did unasked
-(:mod:`.interop_library`).
+(:mod:`.interop_library`) and the flow control it stated (:mod:`.interop_flow`).
 """
 
 from __future__ import annotations
