@@ -70,6 +70,7 @@ class RelayedConnection:
                            "in": FrameSplitter("in", field_types=True)}
         self._broken: dict[str, str] = {}
         self._bytes = {"out": 0, "in": 0}
+        self._last_ns = {"out": 0, "in": 0}  # the latest stamp each direction's frames carry
         self._closed_by: str | None = None
         self._error: str | None = None
         self._ended = False
@@ -125,8 +126,13 @@ class RelayedConnection:
         """Split ``data`` (bytes that crossed in ``direction``, arrived at ``t_ns``) into frames and record
         them; sans-I/O, called by the relay's loop. After a :class:`FramingError` the direction is no longer
         split: the error is recorded once, as :attr:`framing_error` and as a ``framing-error`` frame holding
-        the offending bytes (as :class:`.engine.CapturingEngine` records one)."""
+        the offending bytes (as :class:`.engine.CapturingEngine` records one).
+
+        A direction's frames keep the order its bytes were read in, as TCP delivered them: a chunk stamped before
+        the chunk read ahead of it (kernel stamps of one socket may go back a little from one read to the next:
+        1 us on this machine, 3 Dec 2026) takes that chunk's stamp, so it is never merged in among them."""
         self._bytes[direction] += len(data)
+        t_ns = self._last_ns[direction] = max(t_ns, self._last_ns[direction])
         if direction in self._broken:
             return
         frames: list[Frame] = []

@@ -383,6 +383,18 @@ def test_capture_merges_directions_by_arrival_time_sans_io():
                                                   record.frames[2].raw, t_ns=30))
 
 
+def test_capture_keeps_each_directions_frames_in_the_order_read_whatever_their_stamps_sans_io():
+    record = RelayedConnection(0, "c", "b")
+    record.capture("out", AMQP_HEADER, 10)
+    record.capture("in", AMQP_HEADER, 20)
+    record.capture("out", encode_frame(described("open", container_id="x")), 30)
+    # the next chunk of the same socket stamped a little before the last: TCP order stands, it is not merged in
+    # before the open (nor before the broker's header)
+    record.capture("out", encode_frame(described("begin", next_outgoing_id=0)), 15)
+    assert [(f.direction, f.performative, f.t_ns) for f in record.frames] == [
+        ("out", "amqp-header", 10), ("in", "amqp-header", 20), ("out", "open", 30), ("out", "begin", 30)]
+
+
 def hello_then_reset(conn: socket.socket, received: list[bytes]) -> None:
     received.append(conn.recv(64))
     conn.sendall(AMQP_HEADER)
