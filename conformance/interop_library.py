@@ -111,7 +111,7 @@ def early_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[s
     """Where a client wrote a flow carrying next-incoming-id before the broker's begin for that session had even
     reached the relay, one line a connection (``connections``: each connection, by role). AMQP 1.0 2.7.4 (flow,
     next-incoming-id): "This value MUST be set if the peer has received the begin frame for the session, and MUST
-    NOT be set if it has not." The frames are in the order they reached the relay, so such a flow was written
+    NOT be set if it has not." The frames are in the order the relay read them, so such a flow was written
     before the client could have read that begin (the broker's begin whose remote-channel is the flow's channel;
     a client's begin that answers a broker's own begin had read it). A flow written after the begin reached the
     relay may have crossed it in flight, so it is not judged; a client's new begin on a channel starts a session

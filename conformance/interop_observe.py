@@ -182,9 +182,9 @@ def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
     unsettled: dict[int, Any] = {}
     deliveries, clashes, last = 0, 0, None
     at_detach: int | None = None
-    # the frames are in the order they reached the relay: each stamped with its packet's kernel receive time, the
-    # clocks converted to within some 5 us (peers/recvtime.py), far less than any reply's round trip, so a
-    # settlement never precedes the delivery it settles. One that covers a delivery not yet begun settles nothing
+    # the frames are in the order the relay read them (peers/relay.py), so a settlement, which the broker writes
+    # only after it read the delivery, never precedes the delivery it settles. One that covers a delivery not yet
+    # begun settles nothing
     for position, frame in enumerate(frames):
         fields = frame.fields
         if frame.performative == "transfer" and frame.direction == sending:

@@ -15,6 +15,12 @@ Design:
   keeps the close bookkeeping in one place, with no lock between the two directions of a connection. Latency
   stays low because each chunk is written to the other side **before** it is split and decoded, and frames are
   stamped with the kernel's receive time (:mod:`.recvtime`), so the decode never shifts a frame's time.
+- **Frames in the order the loop read them**, both directions merged: a frame one end wrote in answer to the
+  other's always comes after it (the loop read the cause before it passed it on), so a check may take "recorded
+  before" for "written before the writer could have read it". The kernel's stamps cannot promise that: they go
+  back a little between reads of one socket and disagree across sockets (a transfer stamped 0.4 ms before the
+  broker's flow that granted its credit, 3 Dec 2026). A frame's ``t_ns`` is its stamp, or the ``t_ns`` of the
+  frame read before it if that is later, so the frames are in ``t_ns`` order too.
 - **Backpressure like TCP's**: a side is read only while nothing read from it waits to be written to the other
   side, so a slow reader slows its writer instead of filling the relay's memory.
 - **Ends pass through**: an end of stream from one side becomes ``shutdown(SHUT_WR)`` towards the other once
@@ -35,7 +41,6 @@ Design:
 
 from __future__ import annotations
 
-import bisect
 import errno
 import os
 import selectors
@@ -70,7 +75,7 @@ class RelayedConnection:
                            "in": FrameSplitter("in", field_types=True)}
         self._broken: dict[str, str] = {}
         self._bytes = {"out": 0, "in": 0}
-        self._last_ns = {"out": 0, "in": 0}  # the latest stamp each direction's frames carry
+        self._last_ns = 0  # the t_ns of the frames read last, either direction
         self._closed_by: str | None = None
         self._error: str | None = None
         self._ended = False
@@ -85,7 +90,7 @@ class RelayedConnection:
 
     @property
     def frames(self) -> list[Frame]:
-        """A snapshot of the frames captured so far, both directions merged in arrival order (by ``t_ns``)."""
+        """A snapshot of the frames captured so far, both directions merged in the order read (and of ``t_ns``)."""
         with self._lock:
             return list(self._frames)
 
@@ -128,11 +133,11 @@ class RelayedConnection:
         split: the error is recorded once, as :attr:`framing_error` and as a ``framing-error`` frame holding
         the offending bytes (as :class:`.engine.CapturingEngine` records one).
 
-        A direction's frames keep the order its bytes were read in, as TCP delivered them: a chunk stamped before
-        the chunk read ahead of it (kernel stamps of one socket may go back a little from one read to the next:
-        1 us on this machine, 3 Dec 2026) takes that chunk's stamp, so it is never merged in among them."""
+        The frames go after every frame read before them, of either direction; a chunk stamped before the chunk
+        read ahead of it takes that chunk's ``t_ns`` (kernel stamps of one socket may go back a little from one
+        read to the next: 1 us on this machine, 3 Dec 2026; across sockets, more)."""
         self._bytes[direction] += len(data)
-        t_ns = self._last_ns[direction] = max(t_ns, self._last_ns[direction])
+        t_ns = self._last_ns = max(t_ns, self._last_ns)
         if direction in self._broken:
             return
         frames: list[Frame] = []
@@ -152,11 +157,7 @@ class RelayedConnection:
     def _insert(self, frame: Frame) -> None:
         if self._client_open is None and frame.direction == "out" and frame.performative == "open":
             self._client_open = frame
-        frames = self._frames
-        if not frames or frames[-1].t_ns <= frame.t_ns:
-            frames.append(frame)
-        else:  # the other direction's chunk was read first but arrived later: keep arrival order
-            frames.insert(bisect.bisect_right(frames, frame.t_ns, key=lambda f: f.t_ns), frame)
+        self._frames.append(frame)
 
     def _touch(self) -> None:
         self._last_activity = time.monotonic()
