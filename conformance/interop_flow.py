@@ -185,8 +185,10 @@ def _link_flow_fault(frames: list[Frame]) -> str | None:
         fields, key = frame.fields, (frame.direction, frame.channel, frame.fields.get("handle"))
         if frame.performative == "attach":
             _attached(links, waiting, frame)
-        elif frame.performative in ("detach", "end"):
-            for gone in [k for k in links if k[:2] == key[:2] and (frame.performative == "end" or k == key)]:
+        elif frame.performative == "detach":  # frees its end's handle
+            links.pop(key, None)
+        elif frame.performative == "end":  # frees every handle of its end's session
+            for gone in [k for k in links if k[:2] == key[:2]]:
                 del links[gone]
         elif key not in links:
             continue
@@ -228,9 +230,9 @@ def _stated_count(link: _ReceivingLink, count: int) -> str | None:
     """What is wrong with a delivery-count a client's flow states for ``link``, or None; the least its next flow may
     state is moved up to this one."""
     if link.initial is None:
-        return (f"states delivery-count {count} before the broker's attach for the link had reached it (AMQP 1.0 "
-                f"2.7.4: delivery-count MUST NOT be set if the receiving endpoint has not yet seen the sender's "
-                f"attach)")
+        return (f"states delivery-count {count} before the broker's attach for the link had reached the relay "
+                f"(AMQP 1.0 2.7.4: delivery-count MUST NOT be set if the receiving endpoint has not yet seen the "
+                f"sender's attach)")
     offset = (count - link.initial) % MODULUS
     reached = max(link.started, link.advanced)
     if offset > reached:
