@@ -156,18 +156,83 @@ class _ReceivingLink:
     advanced: int = 0
     stated: int = 0
 
+    def transfer(self, direction: str, fields: dict[str, Any]) -> None:
+        """A transfer on the link: the broker's count a delivery it starts."""
+        if direction == "in":
+            self.started += not self.continuing
+            self.continuing = bool(fields.get("more"))
+
+    def flow(self, direction: str, fields: dict[str, Any]) -> str | None:
+        """A flow on the link: the broker's may move its delivery-count on; the client's is judged
+        (:func:`link_flow_disagreements`). What is wrong with the client's, or None."""
+        count = fields.get("delivery-count")
+        if count is None:
+            return None
+        if direction == "in":
+            if self.initial is not None:
+                self.advanced = max(self.advanced, (int(count) - self.initial) % MODULUS)
+            return None
+        return _stated_count(self, int(count))
+
+
+@dataclass
+class _SendingLink:
+    """One sending link of a client's as the relay saw it: the client's attach's initial-delivery-count, the
+    deliveries the client's transfers on it had started, the most deliveries the broker's flows had let it count
+    (their delivery-count plus link-credit, counted from that initial value), and the least count (an offset from
+    it) the client's next flow may state."""
+
+    name: Any
+    initial: int | None = None
+    started: int = 0
+    continuing: bool = False  # the client's last transfer on the link said more=true
+    allowed: int = 0
+    stated: int = 0
+
+    def transfer(self, direction: str, fields: dict[str, Any]) -> None:
+        """A transfer on the link: the client's count a delivery it starts."""
+        if direction == "out":
+            self.started += not self.continuing
+            self.continuing = bool(fields.get("more"))
+
+    def flow(self, direction: str, fields: dict[str, Any]) -> str | None:
+        """A flow on the link: the broker's gives credit; the client's is judged (:func:`link_flow_disagreements`).
+        What is wrong with the client's, or None."""
+        if self.initial is None:
+            return None
+        count = fields.get("delivery-count")
+        if direction == "in":
+            credit = fields.get("link-credit")
+            if credit is not None:  # a flow that leaves delivery-count out counts from the initial value (2.6.7)
+                seen = 0 if count is None else (int(count) - self.initial) % MODULUS
+                self.allowed = max(self.allowed, seen + int(credit))
+            return None
+        return _sent_count(self, None if count is None else int(count))
+
+
+_Link = _ReceivingLink | _SendingLink
+
 
 def link_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[str]:
-    """Where a client's receiving link stated a delivery-count its frames do not allow, one line a connection
-    (``connections``: each connection, by role). AMQP 1.0 2.7.4 (flow, delivery-count): a receiver's flow states
-    "the last known value of the corresponding sending endpoint", and "MUST NOT" state one before it has seen the
-    sender's attach; 2.6.7: the sender's delivery-count starts at its attach's initial-delivery-count and counts each
-    delivery it sends (a transfer that continues one counts no more, 2.6.14), or moves on by a flow of its own. So
-    a client's flow for a receiving link states no delivery-count before the broker's attach for the link reached
-    the relay; states at most that initial-delivery-count plus the most that had reached the relay (the deliveries
-    the broker's transfers started, or a count a flow of the broker's stated); and never less than an earlier flow
-    of the link stated (a count the sender reached stays reached). A delivery still in flight to the client when it
-    wrote may be left out. Handles are each end's own (2.6.2): a detach or end frees them."""
+    """Where a client's link stated a delivery-count its frames do not allow, one line a connection
+    (``connections``: each connection, by role). AMQP 1.0 2.6.7: the sender's delivery-count starts at its attach's
+    initial-delivery-count and counts each delivery it sends (a transfer that continues one counts no more, 2.6.14),
+    or moves on without a transfer when the receiver asked it to drain, "consuming all link-credit".
+
+    A receiving link (2.7.4, flow, delivery-count: "the last known value of the corresponding sending endpoint",
+    which "MUST NOT" be set before the receiver has seen the sender's attach): a client's flow states no
+    delivery-count before the broker's attach for the link reached the relay; states at most that
+    initial-delivery-count plus the most that had reached the relay (the deliveries the broker's transfers started,
+    or a count a flow of the broker's stated); and never less than an earlier flow of the link stated (a count the
+    sender reached stays reached). A delivery still in flight to the client when it wrote may be left out.
+
+    A sending link (2.7.4: from the sender the field "MUST be set to the current delivery-count of the Link
+    Endpoint"): a client's flow states a delivery-count; at least its attach's initial-delivery-count plus the
+    deliveries it had sent whole before the flow (the relay sees its frames in the order written); at most that
+    value moved on through the credit the broker's flows had given (the most any that reached the relay before the
+    flow allowed, as a drain consumes it); and never less than an earlier flow of the link stated.
+
+    Handles are each end's own (2.6.2): a detach or end frees them."""
     lines = []
     for role, connection in connections.items():
         found = _link_flow_fault(connection.frames)
@@ -179,8 +244,8 @@ def link_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[st
 def _link_flow_fault(frames: list[Frame]) -> str | None:
     """The first flow of the client's among ``frames`` whose delivery-count breaks :func:`link_flow_disagreements`,
     described, or None."""
-    links: dict[tuple[str, int, Any], _ReceivingLink] = {}  # (direction, channel, handle) -> the link
-    waiting: dict[Any, _ReceivingLink] = {}  # by name: a link one end has attached and the other not yet
+    links: dict[tuple[str, int, Any], _Link] = {}  # (direction, channel, handle) -> the link
+    waiting: dict[Any, _Link] = {}  # by name: a link one end has attached and the other not yet
     for frame in frames:
         fields, key = frame.fields, (frame.direction, frame.channel, frame.fields.get("handle"))
         if frame.performative == "attach":
@@ -192,36 +257,32 @@ def _link_flow_fault(frames: list[Frame]) -> str | None:
                 del links[gone]
         elif key not in links:
             continue
-        elif frame.performative == "transfer" and frame.direction == "in":
-            link = links[key]
-            link.started += not link.continuing
-            link.continuing = bool(fields.get("more"))
-        elif frame.performative == "flow" and fields.get("delivery-count") is not None:
-            link = links[key]
-            if frame.direction == "in":
-                if link.initial is not None:
-                    link.advanced = max(link.advanced, (int(fields["delivery-count"]) - link.initial) % MODULUS)
-            else:
-                found = _stated_count(link, int(fields["delivery-count"]))
-                if found:
-                    return f"flow for receiving link {link.name!r} on channel {frame.channel} {found}"
+        elif frame.performative == "transfer":
+            links[key].transfer(frame.direction, fields)
+        elif frame.performative == "flow":
+            found = links[key].flow(frame.direction, fields)
+            if found:
+                kind = "receiving" if isinstance(links[key], _ReceivingLink) else "sending"
+                return f"flow for {kind} link {links[key].name!r} on channel {frame.channel} {found}"
     return None
 
 
-def _attached(links: dict[tuple[str, int, Any], _ReceivingLink], waiting: dict[Any, _ReceivingLink],
-              attach: Frame) -> None:
-    """``attach`` joins its link in ``links`` (by its end's handle) when it is the client's receiving attach or the
-    broker's sending attach: the first of the two begins the link, which then waits in ``waiting`` for the other
-    end's attach of its name; the broker's initial-delivery-count starts the count."""
+def _attached(links: dict[tuple[str, int, Any], _Link], waiting: dict[Any, _Link], attach: Frame) -> None:
+    """``attach`` joins its link in ``links`` (by its end's handle): the first of the client's and the broker's
+    attach of a name begins the link, which then waits in ``waiting`` for the other end's attach of that name. The
+    sender's initial-delivery-count starts the count: the broker's for a receiving link of the client's, the
+    client's own for a sending one."""
     fields = attach.fields
     ours = attach.direction == "out"
-    if fields.get("role") != ("receiver" if ours else "sender"):
+    role = fields.get("role")
+    if role not in ("sender", "receiver"):
         return
+    receiving = (role == "receiver") == ours  # the client's receiving link: its receiver, or the broker's sender
     name = fields.get("name")
     link = waiting.pop(name, None)
-    if link is None:  # the first attach of the link
-        link = waiting[name] = _ReceivingLink(name)
-    if not ours:
+    if link is None or isinstance(link, _ReceivingLink) != receiving:  # the first attach of the link
+        link = waiting[name] = _ReceivingLink(name) if receiving else _SendingLink(name)
+    if role == "sender":
         link.initial = int(fields.get("initial-delivery-count") or 0)
     links[(attach.direction, attach.channel, fields.get("handle"))] = link
 
@@ -245,5 +306,35 @@ def _stated_count(link: _ReceivingLink, count: int) -> str | None:
         return (f"states delivery-count {count}, {link.stated - offset} before the "
                 f"{(link.initial + link.stated) % MODULUS} an earlier flow of the link stated (AMQP 1.0 2.6.7: the "
                 f"sender's delivery-count only counts on)")
+    link.stated = offset
+    return None
+
+
+def _sent_count(link: _SendingLink, count: int | None) -> str | None:
+    """What is wrong with a delivery-count a client's flow states for its sending ``link``, or None; the least its
+    next flow may state is moved up to this one."""
+    if count is None:
+        return ("states no delivery-count (AMQP 1.0 2.7.4: from the sending link endpoint it MUST be set to the "
+                "current delivery-count)")
+    assert link.initial is not None
+    offset = (count - link.initial) % MODULUS
+    whole = link.started - link.continuing  # a delivery still being written may not be counted yet
+    if offset >= MODULUS // 2:  # before its initial value, in serial-number order (2.8.7)
+        return (f"states delivery-count {count}, {MODULUS - offset} before its attach's initial-delivery-count "
+                f"{link.initial} (AMQP 1.0 2.6.7: the delivery-count starts there and only counts on)")
+    if offset < whole:
+        return (f"states delivery-count {count}, {offset} past its attach's initial-delivery-count {link.initial}, "
+                f"but it had sent {whole} deliver{'y' if whole == 1 else 'ies'} on the link (AMQP 1.0 2.6.7, 2.7.4: "
+                f"the current delivery-count counts every delivery sent)")
+    most = max(link.started, link.allowed)
+    if offset > most:
+        return (f"states delivery-count {count}, {offset} past its attach's initial-delivery-count {link.initial}, "
+                f"beyond the {most} the broker's flows that had reached the relay allowed (AMQP 1.0 2.6.7: a sender "
+                f"moves its delivery-count on only by sending, or by consuming the link-credit it was given when "
+                f"asked to drain)")
+    if offset < link.stated:
+        return (f"states delivery-count {count}, {link.stated - offset} before the "
+                f"{(link.initial + link.stated) % MODULUS} an earlier flow of the link stated (AMQP 1.0 2.6.7: the "
+                f"delivery-count only counts on)")
     link.stated = offset
     return None

@@ -25,8 +25,10 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
 
     Deliveries are counted from the client's attach's initial-delivery-count (a transfer that continues a
     delivery uses no credit of its own, 2.6.14); a flow of the broker's that leaves delivery-count out counts
-    from that initial value. Against a flow still in flight to the client when it sent (the relay forwarded it
-    first), the most any flow so far allowed is the limit: a broker that lowers its credit is never a client's
+    from that initial value. A flow of the client's own for the link counts too: a sender that drains moves its
+    delivery-count on through the credit left, consuming it (2.6.7), so a delivery sent after it needs credit a
+    later flow of the broker's gave. Against a flow still in flight to the client when it sent (the relay forwarded
+    it first), the most any flow so far allowed is the limit: a broker that lowers its credit is never a client's
     fault. Only the broker's flows for the client's link count (``sending``: the sending client's connection, its
     row link the client's sender): those on the handle of the broker's attach answering it, or any flow with a
     handle when the broker's attach is not among the frames.
@@ -34,25 +36,31 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
     attach = None if sending.row_link is None else sending.row_link.client_attach
     initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
     handle = None if sending.attach is None else sending.attach.fields.get("handle")
+    own_handle = None if attach is None else attach.fields.get("handle")
     starts = {id(f) for f in sending.starts}  # a continuation uses no credit of its own
     allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
-    sent = 0
+    counted = drained = 0  # deliveries counted: sent, or drained by the client's own flow
     for frame in sending.frames:
-        if (frame.direction == "in" and frame.performative == "flow" and frame.fields.get("handle") is not None
-                and (handle is None or frame.fields["handle"] == handle)):
-            credit = frame.fields.get("link-credit")
-            if credit is None:
-                continue
+        if frame.performative == "flow" and frame.fields.get("handle") is not None:
             count = frame.fields.get("delivery-count")
             seen = 0 if count is None else (int(count) - initial) % MODULUS  # sequence numbers (2.6.7, 2.8.7)
+            if frame.direction == "out":
+                ours = own_handle is None or frame.fields["handle"] == own_handle
+                if count is not None and ours and counted < seen < MODULUS // 2:
+                    counted, drained = seen, drained + seen - counted
+                continue
+            credit = frame.fields.get("link-credit")
+            if credit is None or (handle is not None and frame.fields["handle"] != handle):
+                continue
             allowed = seen + int(credit) if allowed is None else max(allowed, seen + int(credit))
         elif id(frame) in starts:
-            sent += 1
-            if allowed is None or sent > allowed:
+            counted += 1
+            if allowed is None or counted > allowed:
                 granted = "no flow of the broker's had given it credit" if allowed is None else \
                     f"the broker's flows had allowed {allowed} deliveries"
-                return [f"the sending client sent delivery {sent} of its link beyond the credit the broker gave "
-                        f"it ({granted}; AMQP 1.0 2.6.7)"]
+                spent = f"its delivery-count at {counted}, {drained} of it drained by its own flow; " if drained else ""
+                return [f"the sending client sent delivery {counted - drained} of its link beyond the credit the "
+                        f"broker gave it ({spent}{granted}; AMQP 1.0 2.6.7)"]
     return []
 
 

@@ -516,3 +516,48 @@ def untold_close_disagreements(connections: dict[str, ConnectionFrames], events:
                          f"({len(told)} link remote-close events for {len(closings)} such detaches; its profile "
                          f"claims link-close-told)")
     return lines
+
+
+def drain_notice_disagreements(connections: dict[str, ConnectionFrames],
+                               events: dict[str, Sequence[ShimEvent]]) -> list[str]:
+    """Where a client's API told a drain request the broker never made, one line a connection (``connections``,
+    ``events``: each connection and each client's shim events, by role). A ``drain-requested`` event
+    (peers/shims/README.md) says the API told its application that a flow of the broker's asked a sending link to
+    drain (AMQP 1.0 2.6.7: the receiver's drain flag). The shim read the event after the library read that flow,
+    and the library after the relay had forwarded it, so each notice needs a flow of the broker's with drain set
+    for one of the client's sending links that had reached the relay before the notice was read, one flow for each
+    notice (a flow asks once)."""
+    lines = []
+    for role, connection in connections.items():
+        told = [e for e in events.get(role, ()) if e.body.get("event") == "drain-requested"]
+        if not told:
+            continue
+        asked = _drain_requests_ns(connection.frames)
+        for index, notice in enumerate(told, start=1):
+            before = sum(1 for t_ns in asked if t_ns <= notice.at * 1e9)
+            if before < index:
+                lines.append(f"the {role} client: its API told drain request {index} on link "
+                             f"{notice.body.get('link')!r} ({notice.body.get('api')}) when {before} flow"
+                             f"{'' if before == 1 else 's'} of the broker's with drain set had reached the relay "
+                             f"(AMQP 1.0 2.6.7: drain is the receiver's flag, set in its flow)")
+                break
+    return lines
+
+
+def _drain_requests_ns(frames: Sequence[Frame]) -> list[int]:
+    """When each flow of the broker's that set drain on a link it attached as receiver (one the client sends on)
+    reached the relay, in order."""
+    receiving: set[tuple[int, Any]] = set()  # the broker's (channel, handle) of its receiving links
+    asked = []
+    for frame in frames:
+        if frame.direction != "in":
+            continue
+        key = (frame.channel, frame.fields.get("handle"))
+        if frame.performative == "attach" and frame.fields.get("role") == "receiver":
+            receiving.add(key)
+        elif frame.performative == "detach":
+            receiving.discard(key)
+        elif frame.performative == "flow" and frame.fields.get("drain") and key in receiving:
+            asked.append(frame.t_ns)
+    return asked
+

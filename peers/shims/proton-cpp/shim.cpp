@@ -313,6 +313,16 @@ class Shim : public proton::messaging_handler {
         if (L && pending("send") && p_.link == L->name) pump(*L);
     }
 
+    // The broker's flow set drain (AMQP 1.0 2.6.7): told, and with no message waiting for credit answered as the
+    // API asks an application with nothing to send (sender::return_credit(): proton moves the delivery-count
+    // through the credit left and writes the flow that says so).
+    void on_sender_drain_start(proton::sender& s) override {
+        Link* L = find(s);
+        if (!L) return;
+        write_line({{"event", "drain-requested"}, {"link", L->name}, {"api", "on_sender_drain_start"}});
+        if (!(pending("send") && p_.link == L->name && !p_.to_send.empty())) s.return_credit();
+    }
+
     // ---- deliveries ----
 
     void on_tracker_accept(proton::tracker& t) override { tracker_state(t, "on_tracker_accept"); }

@@ -405,6 +405,18 @@ class ShimHandler(MessagingHandler):
             state.opened_by = "on_link_opened"
         self.progress()
 
+    def on_link_flow(self, event: Any) -> None:
+        """The broker's flow on a sending link with drain set (``Link.drain_mode``; AMQP 1.0 2.6.7): a
+        ``drain-requested`` event, and, with no message queued on the link (``Link.queued``), ``Link.drained()``, as
+        an application with nothing to send answers it: proton moves the delivery-count through the credit left and
+        writes the flow that says so."""
+        link, state = event.link, getattr(event.link, "shim_state", None)
+        if state is None or not link.is_sender or not link.drain_mode or not link.credit:
+            return
+        self.write({"event": "drain-requested", "link": state.name, "api": "on_link_flow, Link.drain_mode true"})
+        if not link.queued:
+            link.drained()
+
     def on_link_remote_detach(self, event: Any) -> None:
         """The peer detached a link without closing it (proton has no MessagingHandler callback for that)."""
         self.link_ended(event.link, closed=False)

@@ -370,6 +370,13 @@ function linkEvents(cyc, link, role) {
     // credit lets rhea write queued transfers (pre-settled ones raise no event of their own)
     on('sender_flow', (ls) => { if (ls.sendWaiter) setImmediate(ls.sendWaiter.check); });
     on('sendable', (ls) => { if (ls.sendWaiter) ls.sendWaiter.sendable(); });
+    // the broker's flow set drain (AMQP 1.0 2.6.7): told to the harness and, with no message left to hand to
+    // rhea, answered as rhea's API asks an application with nothing to send (Sender.set_drained(true): rhea then
+    // moves its delivery-count through the credit left and writes the flow that says so)
+    on('sender_draining', (ls, context) => {
+      emit({ event: 'drain-requested', link: ls.name, api: "sender 'sender_draining' event" });
+      if (!ls.sendWaiter || ls.sendWaiter.allHanded()) context.sender.set_drained(true);
+    });
   } else {
     on('message', (ls, context) => {
       ls.buffer.push({ message: context.message, delivery: context.delivery });
@@ -628,6 +635,7 @@ async function cmdSend(cmd) {
       sendable: () => {
         if (!finished) schedulePump();
       },
+      allHanded: () => finished || deliveries.length >= messages.length,
       fail: (err) => {
         if (finished) return;
         finished = true;
