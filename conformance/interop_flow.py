@@ -8,7 +8,7 @@ before, for what it read from the broker. Sequence numbers count on through 4294
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import MODULUS
@@ -143,24 +143,32 @@ def _flow_ids(session: _SessionIds, fields: dict[str, Any]) -> str | None:
 
 
 @dataclass
-class _ReceivingLink:
-    """One receiving link of a client's as the relay saw it: the broker's attach's initial-delivery-count (None until
-    that attach reached the relay), the deliveries the broker's transfers on it had started, the most the broker's
-    flows had moved its delivery-count on (a sender may advance it without a transfer, 2.6.7 drain), counted from
-    that initial value, and the least count (an offset from it) the client's next flow may state."""
+class _LinkCount:
+    """One link of a client's as the relay saw it: the sender's initial-delivery-count (None until its attach reached
+    the relay), the deliveries the sender's transfers on it had started, and the least count (an offset from that
+    initial value) the client's next flow may state. :attr:`SENDER` is the direction of the sender's frames."""
 
+    SENDER: ClassVar[str]
     name: Any
     initial: int | None = None
     started: int = 0
-    continuing: bool = False  # the broker's last transfer on the link said more=true
-    advanced: int = 0
+    continuing: bool = False  # the sender's last transfer on the link said more=true
     stated: int = 0
 
     def transfer(self, direction: str, fields: dict[str, Any]) -> None:
-        """A transfer on the link: the broker's count a delivery it starts."""
-        if direction == "in":
+        """A transfer on the link: the sender's count a delivery it starts (a continuation counts none, 2.6.14)."""
+        if direction == self.SENDER:
             self.started += not self.continuing
             self.continuing = bool(fields.get("more"))
+
+
+@dataclass
+class _ReceivingLink(_LinkCount):
+    """A receiving link of a client's, and the most the broker's flows had moved its delivery-count on (a sender may
+    advance it without a transfer, 2.6.7 drain), counted from the broker's initial-delivery-count."""
+
+    SENDER: ClassVar[str] = "in"
+    advanced: int = 0
 
     def flow(self, direction: str, fields: dict[str, Any]) -> str | None:
         """A flow on the link: the broker's may move its delivery-count on; the client's is judged
@@ -176,24 +184,12 @@ class _ReceivingLink:
 
 
 @dataclass
-class _SendingLink:
-    """One sending link of a client's as the relay saw it: the client's attach's initial-delivery-count, the
-    deliveries the client's transfers on it had started, the most deliveries the broker's flows had let it count
-    (their delivery-count plus link-credit, counted from that initial value), and the least count (an offset from
-    it) the client's next flow may state."""
+class _SendingLink(_LinkCount):
+    """A sending link of a client's, and the most deliveries the broker's flows had let it count (their
+    delivery-count plus link-credit, counted from the client's initial-delivery-count)."""
 
-    name: Any
-    initial: int | None = None
-    started: int = 0
-    continuing: bool = False  # the client's last transfer on the link said more=true
+    SENDER: ClassVar[str] = "out"
     allowed: int = 0
-    stated: int = 0
-
-    def transfer(self, direction: str, fields: dict[str, Any]) -> None:
-        """A transfer on the link: the client's count a delivery it starts."""
-        if direction == "out":
-            self.started += not self.continuing
-            self.continuing = bool(fields.get("more"))
 
     def flow(self, direction: str, fields: dict[str, Any]) -> str | None:
         """A flow on the link: the broker's gives credit; the client's is judged (:func:`link_flow_disagreements`).
