@@ -560,4 +560,3 @@ def _drain_requests_ns(frames: Sequence[Frame]) -> list[int]:
         elif frame.performative == "flow" and frame.fields.get("drain") and key in receiving:
             asked.append(frame.t_ns)
     return asked
-
