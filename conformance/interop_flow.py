@@ -196,14 +196,23 @@ class _SendingLink(_LinkCount):
         What is wrong with the client's, or None."""
         if self.initial is None:
             return None
-        count = fields.get("delivery-count")
         if direction == "in":
-            credit = fields.get("link-credit")
-            if credit is not None:  # a flow that leaves delivery-count out counts from the initial value (2.6.7)
-                seen = 0 if count is None else (int(count) - self.initial) % MODULUS
-                self.allowed = max(self.allowed, seen + int(credit))
+            self.allowed = max(self.allowed, deliveries_allowed(fields, self.initial) or 0)
             return None
+        count = fields.get("delivery-count")
         return _sent_count(self, None if count is None else int(count))
+
+
+def deliveries_allowed(flow: dict[str, Any], initial: int) -> int | None:
+    """How many deliveries, counted from the sender's ``initial``-delivery-count, a receiver's ``flow`` (its fields)
+    lets the sender have sent: its delivery-count plus its link-credit (AMQP 1.0 2.6.7; a flow that leaves
+    delivery-count out counts from the initial value), in serial arithmetic (2.8.7); None when it states no
+    link-credit."""
+    credit = flow.get("link-credit")
+    if credit is None:
+        return None
+    count = flow.get("delivery-count")
+    return (0 if count is None else (int(count) - initial) % MODULUS) + int(credit)
 
 
 _Link = _ReceivingLink | _SendingLink

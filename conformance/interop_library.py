@@ -15,6 +15,7 @@ from typing import Any
 from amqp_conformance.peers.sequence import MODULUS
 from amqp_conformance.peers.shimrun.process import ShimReply
 
+from .interop_flow import deliveries_allowed
 from .interop_observe import ConnectionFrames
 
 
@@ -42,17 +43,17 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
     counted = drained = 0  # deliveries counted: sent, or drained by the client's own flow
     for frame in sending.frames:
         if frame.performative == "flow" and frame.fields.get("handle") is not None:
-            count = frame.fields.get("delivery-count")
-            seen = 0 if count is None else (int(count) - initial) % MODULUS  # sequence numbers (2.6.7, 2.8.7)
             if frame.direction == "out":
+                count = frame.fields.get("delivery-count")
                 ours = own_handle is None or frame.fields["handle"] == own_handle
-                if count is not None and ours and counted < seen < MODULUS // 2:
-                    counted, drained = seen, drained + seen - counted
+                stated = None if count is None else (int(count) - initial) % MODULUS  # serial numbers (2.8.7)
+                if stated is not None and ours and counted < stated < MODULUS // 2:
+                    counted, drained = stated, drained + stated - counted
                 continue
-            credit = frame.fields.get("link-credit")
-            if credit is None or (handle is not None and frame.fields["handle"] != handle):
+            limit = deliveries_allowed(frame.fields, initial)
+            if limit is None or (handle is not None and frame.fields["handle"] != handle):
                 continue
-            allowed = seen + int(credit) if allowed is None else max(allowed, seen + int(credit))
+            allowed = limit if allowed is None else max(allowed, limit)
         elif id(frame) in starts:
             counted += 1
             if allowed is None or counted > allowed:
