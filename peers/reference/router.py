@@ -285,7 +285,8 @@ class Router(Broker):
         outcome.apply(delivery)
 
     def dispatch(self) -> None:
-        """Send pending routed messages on every consumer link with credit, then the broker's own."""
+        """Send the broker's own consumers their messages, then pending routed messages on every routed consumer
+        link with credit; a routed consumer with credit left and drain set has it used up (2.6.7)."""
         super().dispatch()
         for consumer in list(self.routed.values()):
             link = consumer.link
@@ -302,6 +303,8 @@ class Router(Broker):
                 else:
                     outbound.delivery = delivery
                     consumer.unsettled[tag] = outbound
+            if link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE and self.honours_drain():
+                link.drained()  # 2.6.7: a routed consumer's drain uses up the credit left, as the broker's own do
 
     # -- the behaviours a router mutant (router_mutants.py) may replace, one guarantee each ----------------
 

@@ -8,14 +8,18 @@ which; with ``AMQP_CONFORMANCE_REQUIRE_SHIMS=1`` (CI) that is a failure instead.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
-from amqp_conformance.peers.reference.broker import Broker
+from amqp_conformance.conformance.interop_told_errors import told_errors
+from amqp_conformance.peers.reference.broker import Broker, BrokerConnection
 from amqp_conformance.peers.reference.conformant_variants import CreditOnce
 from amqp_conformance.peers.reference.server import ReferenceServer
 from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import ShimProcess, ShimUnavailable, discover, ensure_built
+from amqp_conformance.peers.shimrun.process import ShimReply
+from proton import Delivery
 
 SHIMS = discover()
 REQUIRED = os.environ.get("AMQP_CONFORMANCE_REQUIRE_SHIMS") == "1"
@@ -43,6 +47,15 @@ def built(client: str, cache: Path) -> Path:
         if REQUIRED:
             pytest.fail(f"AMQP_CONFORMANCE_REQUIRE_SHIMS=1 and {exc}")
         pytest.skip(str(exc))
+
+
+def connect_and_attach(shim: ShimProcess, port: int, container: str, link: str, role: str, address: str) -> None:
+    """Connect ``shim`` to the broker on ``port`` of this host and attach ``link`` in ``role`` at ``address``
+    (unsettled, rcv-settle-mode first), asserting each reply is ok."""
+    url = f"amqp://127.0.0.1:{port}"
+    assert shim.request("connect", 30, url=url, container_id=container, timeout_ms=10000)["ok"]
+    assert shim.request("attach", 20, link=link, role=role, address=address, snd_settle_mode="unsettled",
+                        rcv_settle_mode="first", timeout_ms=10000)["ok"]
 
 
 def test_every_shim_folder_is_found() -> None:
@@ -98,10 +111,7 @@ def test_rhea_hands_a_message_to_its_sender_only_while_sendable_says_it_may(cach
     server = ReferenceServer(CreditOnce()).start()
     try:
         with ShimProcess(SHIMS["rhea"], home, stderr_path=tmp_path / "stderr.log") as shim:
-            url = f"amqp://127.0.0.1:{server.port}"
-            assert shim.request("connect", 30, url=url, container_id="interop-rhea-credit", timeout_ms=10000)["ok"]
-            assert shim.request("attach", 20, link="s1", role="sender", address="q.shims.credit-once",
-                                snd_settle_mode="unsettled", rcv_settle_mode="first", timeout_ms=10000)["ok"]
+            connect_and_attach(shim, server.port, "interop-rhea-credit", "s1", "sender", "q.shims.credit-once")
             sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False},
                                                                  {"body": "m2", "settled": False}], timeout_ms=1000)
             assert shim.request("close", 20, timeout_ms=10000)["ok"]
@@ -112,3 +122,66 @@ def test_rhea_hands_a_message_to_its_sender_only_while_sendable_says_it_may(cach
     assert first["api"].startswith("Sender.sendable() true, Sender.send() returned"), first
     assert (second["index"], second["tag"], second["remote_state"]) == (1, None, None), second
     assert second["api"] == "not sent: Sender.sendable() false and no 'sendable' event within 1000 ms", second
+
+
+CLOSED_WITH = ("amqp:resource-deleted", "this broker closes a publisher's link at its first transfer")
+
+
+class ClosesPublishers(Broker):
+    """Closes a publisher's link with :data:`CLOSED_WITH` when its first transfer arrives, leaving the delivery
+    unsettled (AMQP 1.0 2.6.6: a detach with closed=true and an error)."""
+
+    def _on_published(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        self.close_link(delivery.link, self.condition(*CLOSED_WITH))
+
+
+@pytest.mark.parametrize("client", sorted(SHIMS))
+def test_a_shim_tells_the_error_of_a_link_closed_while_its_send_waits(client: str, cache: Path,
+                                                                       tmp_path: Path) -> None:
+    """A broker that closes a publisher's link with an error while the shim's send waits for the delivery's
+    outcome: the shim tells that error as its API gave it, in the send's failed reply or an event
+    (peers/shims/README.md), with the wire's condition at link scope, as the grid counts what an API told
+    (``told_errors``), never only as text in a delivery's report (the grid would then hold the API to have told
+    nothing)."""
+    home = built(client, cache)
+    server = ReferenceServer(ClosesPublishers()).start()
+    try:
+        with ShimProcess(SHIMS[client], home, stderr_path=tmp_path / "stderr.log") as shim:
+            connect_and_attach(shim, server.port, f"interop-{client}-closed", "s1", "sender",
+                               f"q.shims.closed.{client}")
+            asked = time.monotonic()
+            sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False}], timeout_ms=3000)
+            shim.request("close", 20, timeout_ms=5000)
+            events = list(shim.events)
+    finally:
+        server.stop()
+    told = told_errors([ShimReply("sender", "send", asked, sent)], events)
+    assert any((t["scope"], t["condition"]) == ("link", CLOSED_WITH[0]) for t in told), (sent, events)
+
+
+def test_qpid_jms_shim_answers_hung_when_its_receive_outlives_its_deadline(cache: Path, tmp_path: Path) -> None:
+    """qpid-jms's ``MessageConsumer.receive(timeout)`` drains once the time-out passes and waits for the peer's
+    answer (its amqp.drainTimeout, 60 s). Against a broker that leaves the drain unanswered (2.6.7: the sender SHOULD
+    answer) the shim answers ``hung`` a second past the command's deadline, as the contract asks, then every later
+    command too, and exits at the end of its input without waiting on the library: the grid FAILs the cell naming
+    the call, where a shim that went silent made it an ERROR of the harness."""
+    from amqp_conformance.peers.reference.mutants import IgnoresDrain
+
+    home = built("qpid-jms", cache)
+    server = ReferenceServer(IgnoresDrain()).start()
+    try:
+        with ShimProcess(SHIMS["qpid-jms"], home, stderr_path=tmp_path / "stderr.log") as shim:
+            connect_and_attach(shim, server.port, "interop-jms-hung", "r1", "receiver", "q.shims.jms-hung")
+            started = time.monotonic()
+            received = shim.request("receive", 20, link="r1", count=1, outcome={"type": "accepted"}, settle=True,
+                                    timeout_ms=1000)
+            took = time.monotonic() - started
+            later = shim.request("close", 20, timeout_ms=5000)
+            shim.close(timeout=10)
+    finally:
+        server.stop()
+    assert received["error"] == {"kind": "hung", "description": "qpid-jms's receive did not return within its 1000 "
+                                                                "ms deadline and 1000 ms more"}, received
+    assert took < 5, took
+    assert later["error"]["kind"] == "hung", later
+    assert shim.returncode == 0, shim.stderr_tail()

@@ -75,7 +75,12 @@ public final class Shim {
         return t;
     });
 
+    /** How long past a command's deadline a library call may run before the shim answers hung. */
+    private static final long HANG_GRACE_MS = 1_000;
+
     private JmsConnection connection;
+    /** The call that outlived its deadline in the library, once one has: every later command is answered hung. */
+    private volatile String hung;
     /** The link an attach command is creating: the peer may close it before createProducer/Consumer returns. */
     private volatile String attaching;
     private final Map<String, Link> links = new ConcurrentHashMap<>();
@@ -130,7 +135,12 @@ public final class Shim {
             JsonObject reply = shim.handleLine(line);
             write(reply);
         }
-        shim.shutdown();
+        if (shim.hung != null) {
+            // the library still holds the call that hung: leave at once rather than wait on it
+            log("end of input with a call still hung (" + shim.hung + "): exiting");
+        } else {
+            shim.shutdown();
+        }
         System.exit(0);
     }
 
@@ -160,6 +170,12 @@ public final class Shim {
         }
         reply.add("id", cmd.has("id") ? cmd.get("id") : JsonNull.INSTANCE);
         String op = str(cmd, "op");
+        if (hung != null) { // a call still hangs in the library: nothing it holds can be trusted
+            reply.addProperty("ok", false);
+            reply.add("error", error("hung", "an earlier call still hangs in qpid-jms (" + hung
+                    + "): the shim cannot go on"));
+            return reply;
+        }
         try {
             JsonObject result;
             switch (op == null ? "" : op) {
@@ -503,7 +519,7 @@ public final class Shim {
             Message message = null;
             try {
                 if (remaining > 0) {
-                    message = link.consumer.receive(remaining);
+                    message = receiveWithin(link.consumer, remaining, timeout);
                 }
             } catch (JMSException e) {
                 throw failure(e, "link");
@@ -537,6 +553,31 @@ public final class Shim {
         JsonObject r = new JsonObject();
         r.add("deliveries", deliveries);
         return r;
+    }
+
+    /**
+     * MessageConsumer.receive(remaining), answered hung when it has not returned {@link #HANG_GRACE_MS} past the
+     * command's deadline: qpid-jms drains when the time-out passes and waits for the peer's answer to the drain
+     * (its amqp.drainTimeout, 60 s), so a peer that never answers keeps the call far beyond the caller's time-out.
+     */
+    private Message receiveWithin(MessageConsumer consumer, long remaining, long timeout) throws Failure, JMSException {
+        Future<Message> call = workers.submit(() -> consumer.receive(remaining));
+        try {
+            return call.get(remaining + HANG_GRACE_MS, TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            hung = "receive did not return within its " + timeout + " ms deadline and " + HANG_GRACE_MS + " ms more";
+            log("hung: " + hung);
+            throw new Failure(error("hung", "qpid-jms's " + hung));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new Failure(error("client", "interrupted while waiting for MessageConsumer.receive()"));
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof JMSException) {
+                throw (JMSException) cause;
+            }
+            throw new Failure(error("client", describe(cause)));
+        }
     }
 
     /** The JMS_AMQP_ACK_TYPE giving exactly this outcome, or unsupported. */
