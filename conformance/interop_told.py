@@ -460,8 +460,11 @@ def close_disagreements(replies: Sequence[ShimReply], connections: dict[str, Con
     (``replies``: the cell's, both clients'; ``connections``: each connection, by role; ``replied_ns``: when
     each role's detach reply came, on the frames' clock). A ``detach`` command is answered once the broker's
     detach answering the client's came on the row's link (:meth:`.interop_links.WireLink.answering_detach`;
-    peers/shims/README.md; AMQP 1.0 2.6.6: the partner answers a detach with its own, closed set).
-    So a reply that it succeeded while the broker wrote no answering detach is a disagreement; so is one that it
+    peers/shims/README.md; AMQP 1.0 2.6.6: the partner answers a detach with its own, closed set), or at once
+    where the broker had closed the link first (its detach with closed set came before any of the client's, which
+    answers it: :meth:`.interop_links.WireLink.broker_closing`; the link is closed, and no answer will come).
+    So a reply that it succeeded while the broker wrote no answering detach, and had not closed the link first, is a
+    disagreement; so is one that it
     timed out or threw though the broker's answer had closed the link :data:`CLOSE_TOLD_MARGIN_NS` before it
     (an answer that came later, or that left closed out and so only detached the link, leaves a library that
     gave up, or goes on waiting for the close, in the right); and so is a reply's ``remote_closed`` other than
@@ -474,6 +477,9 @@ def close_disagreements(replies: Sequence[ShimReply], connections: dict[str, Con
         role, reply = asked.role, asked.body
         link = connections[role].row_link if role in connections else None
         answer = None if link is None else link.answering_detach()
+        closing = None if link is None else link.broker_closing()
+        if answer is None and closing is not None:
+            answer = closing[1]  # the broker closed the link first: the client's detach answered it, none will come
         closed = None if answer is None else bool(answer.fields.get("closed"))
         client = f"the {role} client"
         error = reply.get("error") or {}

@@ -34,7 +34,8 @@ CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
 # broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and two
 # variants that make the choices the sources leave open otherwise (peers/reference/conformant_variants.py; a client
 # passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
-# a time, 512-byte frames, counts from 4294967294, one account) and a small session incoming-window. A variant's
+# a time, each publisher asked to drain its first credit, 512-byte frames, counts from 4294967294, one account) and a
+# small session incoming-window. A variant's
 # profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
 BROKERS: dict[str, str | None] = {
     "reference": None,

@@ -176,11 +176,12 @@ class RouterDrainsPublishers(DrainsPublishers, Router):
     """The router mode of :class:`DrainsPublishers`."""
 
 
-class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, OneAccount):
+class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, DrainsPublishers,
+                       OneAccount):
     """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
-    withheld credit granted and revoked, max-frame-size 512, transfers and deliveries numbered from
-    4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only (:mod:`.accounts`); not yet the draining of
-    :class:`DrainsPublishers` (ProtonJ2 1.1.0 sends beyond a drained credit: docs/interop.md). A mutant of the
+    withheld credit granted and revoked, each publisher asked to drain its first credit, max-frame-size 512,
+    transfers and deliveries numbered from 4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only
+    (:mod:`.accounts`). A mutant of the
     reference that no row catches against the reference may break a guarantee only where the reference's own
     choices hide it; ``scripts/mutation.py`` runs the survivors against this variant too."""
 
