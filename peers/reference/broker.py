@@ -458,8 +458,13 @@ class Broker(UmRules):
                     else:
                         consumer.outstanding[delivery_tag(delivery)] = Outstanding(consumer.node, consumer.subscription,
                                                                          message)
-                if link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE and self.honours_drain():
-                    link.drained()  # 2.6.7: the receiver's drain uses up the credit left (no-op without drain)
+                self.finish_drain(link)
+
+    def finish_drain(self, link: Link) -> None:
+        """``link`` (a consumer's, nothing left to send it) uses up the credit left when its receiver asked it to
+        drain (2.6.7; proton's ``drained`` is a no-op without drain), unless the broker does not honour drains."""
+        if link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE and self.honours_drain():
+            link.drained()
 
 
     # -- the behaviours a mutant (peers/reference/mutants.py) may replace, one guarantee each ------------

@@ -303,8 +303,7 @@ class Router(Broker):
                 else:
                     outbound.delivery = delivery
                     consumer.unsettled[tag] = outbound
-            if link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE and self.honours_drain():
-                link.drained()  # 2.6.7: a routed consumer's drain uses up the credit left, as the broker's own do
+            self.finish_drain(link)  # as the broker's own consumers do
 
     # -- the behaviours a router mutant (router_mutants.py) may replace, one guarantee each ----------------
 
