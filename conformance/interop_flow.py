@@ -190,17 +190,23 @@ class _SendingLink(_LinkCount):
 
     SENDER: ClassVar[str] = "out"
     allowed: int = 0
+    sent_by_stated: int = 0  # the deliveries it had sent whole when its last flow stated a count
+    drain_asked: bool = False  # a flow of the broker's that reached the relay set drain
+    drain_withdrawn: bool = False  # ... and a later one cleared it: the client's drain mode when it wrote is unknown
 
     def flow(self, direction: str, fields: dict[str, Any]) -> str | None:
-        """A flow on the link: the broker's gives credit; the client's is judged (:func:`link_flow_disagreements`).
-        What is wrong with the client's, or None."""
+        """A flow on the link: the broker's gives credit and sets the drain mode it asks for; the client's is judged
+        (:func:`link_flow_disagreements`). What is wrong with the client's, or None."""
         if self.initial is None:
             return None
         if direction == "in":
             self.allowed = max(self.allowed, deliveries_allowed(fields, self.initial) or 0)
+            drain = bool(fields.get("drain"))
+            self.drain_withdrawn |= self.drain_asked and not drain
+            self.drain_asked |= drain
             return None
         count = fields.get("delivery-count")
-        return _sent_count(self, None if count is None else int(count))
+        return _sent_count(self, None if count is None else int(count), bool(fields.get("drain")))
 
 
 def deliveries_allowed(flow: dict[str, Any], initial: int) -> int | None:
@@ -235,7 +241,10 @@ def link_flow_disagreements(connections: dict[str, ConnectionFrames]) -> list[st
     Endpoint"): a client's flow states a delivery-count; at least its attach's initial-delivery-count plus the
     deliveries it had sent whole before the flow (the relay sees its frames in the order written); at most that
     value moved on through the credit the broker's flows had given (the most any that reached the relay before the
-    flow allowed, as a drain consumes it); and never less than an earlier flow of the link stated.
+    flow allowed, as a drain consumes it); and never less than an earlier flow of the link stated. A flow that moves
+    the count on by more than the deliveries sent since the link's last flow has drained (2.6.7: a sender moves it on
+    without sending only when asked to drain), so it states drain true, the sender's actual drain mode (2.7.4) when it
+    answers a broker's drain (unless a later flow of the broker's cleared drain before the answer reached the relay).
 
     Handles are each end's own (2.6.2): a detach or end frees them."""
     lines = []
@@ -315,9 +324,9 @@ def _stated_count(link: _ReceivingLink, count: int) -> str | None:
     return None
 
 
-def _sent_count(link: _SendingLink, count: int | None) -> str | None:
-    """What is wrong with a delivery-count a client's flow states for its sending ``link``, or None; the least its
-    next flow may state is moved up to this one."""
+def _sent_count(link: _SendingLink, count: int | None, drain: bool) -> str | None:
+    """What is wrong with a delivery-count a client's flow (stating ``drain``) states for its sending ``link``, or
+    None; the least its next flow may state is moved up to this one."""
     if count is None:
         return ("states no delivery-count (AMQP 1.0 2.7.4: from the sending link endpoint it MUST be set to the "
                 "current delivery-count)")
@@ -341,5 +350,14 @@ def _sent_count(link: _SendingLink, count: int | None) -> str | None:
         return (f"states delivery-count {count}, {link.stated - offset} before the "
                 f"{(link.initial + link.stated) % MODULUS} an earlier flow of the link stated (AMQP 1.0 2.6.7: the "
                 f"delivery-count only counts on)")
-    link.stated = offset
+    drained = offset - link.stated - (link.started - link.sent_by_stated)  # beyond the sends since its last flow
+    if drained > 0 and not link.drain_asked:
+        return (f"states delivery-count {count}, {drained} beyond what it had sent since it last stated one, so it "
+                f"drained credit, though no flow of the broker's that had reached the relay asked it to drain "
+                f"(AMQP 1.0 2.6.7: a sender moves its delivery-count on without sending only when asked to drain)")
+    if drained > 0 and not drain and not link.drain_withdrawn:
+        return (f"states delivery-count {count}, {drained} beyond what it had sent since it last stated one, so it "
+                f"drained credit, but states drain false (AMQP 1.0 2.7.4: from the sender, drain is its actual drain "
+                f"mode, and the broker's flows had asked it to drain)")
+    link.stated, link.sent_by_stated = offset, whole
     return None
