@@ -345,6 +345,7 @@ def _with_field(frame: Frame, index: int, value: object) -> bytes:
 
 DISPOSITION_SETTLED = 3  # field index of disposition.settled
 DISPOSITION_STATE = 4
+FLOW_DRAIN = 8  # field index of flow.drain
 
 
 class InternalErrorForPartial(RewritingBroker):
@@ -469,6 +470,16 @@ class IgnoresDrain(Broker):
         return False
 
 
+class DrainAnswerSaysNoDrain(RewritingBroker):
+    """Answers a receiver's drain with a flow whose drain field is false, though its drain mode is still the
+    receiver's true (AMQP 1.0 2.7.4: from the sender, drain is its actual drain mode)."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "flow" or not frame.fields.get("drain"):
+            return frame.raw
+        return _with_field(frame, FLOW_DRAIN, False)
+
+
 class RedeliversRejectedLater(Broker):
     """Settles a rejection as 3.4.3 says, then puts the message back for redelivery a quarter second later."""
 
@@ -522,6 +533,9 @@ CORE_MUTANTS = (
            RedeliversRejectedLater),
     Mutant("ignores-drain", "keeps the credit a draining receiver gave when it has no message left",
            "2.6.7 drain (core.flow/drain-*)", IgnoresDrain, scope=("core.flow",)),
+    Mutant("drain-answer-says-no-drain", "answers a receiver's drain with drain=false in its flow",
+           "2.7.4 flow drain: the sender's actual drain mode (core.flow/drain-*)", DrainAnswerSaysNoDrain,
+           scope=("core.flow",)),
 )
 MUTANTS.update({m.name: m for m in CORE_MUTANTS})
 
