@@ -39,10 +39,13 @@ def _no_script(ctx: Any, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def receives_within_messages(given: dict[str, Any]) -> str | None:
-    """Why a crossing row's ``receives`` cannot share out its ``messages`` (each receive takes at least one)."""
+    """Why a crossing row's ``receives`` cannot share out its ``messages`` (each receive takes at least one), or
+    its ``drain_credit`` is below 0."""
     if not 1 <= given["receives"] <= given["messages"]:
         return (f"receives = {given['receives']} cannot share out messages = {given['messages']}: give from 1 to "
                 f"{given['messages']} receives")
+    if given["drain_credit"] < 0:
+        return f"drain_credit = {given['drain_credit']}: give 0 (no drain) or the credits to drain"
     return None
 
 
@@ -74,6 +77,9 @@ CROSSING = Scenario(
         "first_link": bool,  # each client first attaches a link of the other role (to the node's name with
         # ".first"), kept until its connection closes: the row's link is the second on its connection (and on its
         # session, where the library keeps one session a connection)
+        "drain_credit": int,  # after its receives the receiving client grants its link this many credits and asks its
+        # library to drain them (its shim's drain, peers/shims/README.md: AMQP 1.0 2.6.7), the node then empty: the
+        # broker must advance its delivery-count through them and say so (0: no drain)
         "pairs": ("all", "same"),  # the grid's pairs the row runs for: all that the run chose, or only each client
         # with itself (a row about each library's own accounting, which the partner across the broker cannot
         # change: each library once in each role, instead of once for every partner)
@@ -82,7 +88,7 @@ CROSSING = Scenario(
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "receives": 1, "send_wait_s": 0,
               "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False,
-              "pairs": "all"},
+              "drain_credit": 0, "pairs": "all"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
@@ -112,6 +118,9 @@ CROSSING = Scenario(
         "received_messages",  # how many messages the receiving client's API gave it, over all its receive commands
         # (the bodies are checked in every cell once every receive succeeded; a receive that ran out of time
         # gives fewer)
+        "receiver_drain",  # the row's drain on the wire (conformance/interop_drain.receiver_drain): the credit the
+        # receiving client's drain flow gave, the broker's transfers after it and its answering flow's fields
+        "receiver_drained",  # what the receiving client's API told of the drain's end: "drained", or its error
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
         "hung",  # per role, the command a client's library hung in and how (its shim's error kind hung), or null
     ),

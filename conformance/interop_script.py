@@ -63,6 +63,8 @@ class CellRun:
 
     send_reply: dict[str, Any] | None = None
     receive_reply: dict[str, Any] | None = None
+    drain_reply: dict[str, Any] | None = None  # the receiving client's drain (a row's drain_credit), if asked
+    drain_replied_ns: int | None = None  # when it came (monotonic, the frames' clock)
     replies: list[ShimReply] = field(default_factory=list)  # every command answered, in the order answered
     stopped: str | None = None
     detach_replied_ns: dict[str, int] = field(default_factory=dict)  # when each role's detach reply came (monotonic)
@@ -88,10 +90,11 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     """Run the row's exchange; raises :class:`CellUnsupported` when a shim cannot express it. A failure of the
     broker (a refused attach, an error) ends the run early with ``stopped`` set; the frames tell the rest.
     With the row's ``close_links`` each client then closes its link (the receiving one first, each given
-    :data:`DETACH_TIMEOUT_S`) before its connection. With its ``first_link`` each client attaches a link of the
-    other role (:data:`FIRST_LINKS`) before its row's link, and leaves it to its connection's close. ``tag``: the
-    clients open with container-ids ``interop-r-TAG`` and ``interop-s-TAG`` (so the interposer's connections can be
-    told apart)."""
+    :data:`DETACH_TIMEOUT_S`) before its connection. With its ``drain_credit`` the receiving client, once it has
+    taken every message, drains that much credit (the shim's ``drain``; its attach said ``drains``). With its
+    ``first_link`` each client attaches a link of the other role (:data:`FIRST_LINKS`) before its row's link, and
+    leaves it to its connection's close. ``tag``: the clients open with container-ids ``interop-r-TAG`` and
+    ``interop-s-TAG`` (so the interposer's connections can be told apart)."""
     run = CellRun()
     timeout_ms = int(timeout_s * 1000)
     send_budget_s = step_budget_s(timeout_s, given["messages"])  # the send's, and what its thread is waited for
@@ -129,8 +132,9 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     try:
         ask("receiver", receiver, "connect", url=receiver_url, container_id=f"interop-r-{tag}", **host)
         first_link("receiver", receiver)
+        drains = {"drains": True} if given["drain_credit"] else {}  # a link the receiving client will drain
         ask("receiver", receiver, "attach", link=LINKS["receiver"], role="receiver", address=address,
-            snd_settle_mode="unsettled", rcv_settle_mode=given["rcv_settle_mode"])
+            snd_settle_mode="unsettled", rcv_settle_mode=given["rcv_settle_mode"], **drains)
         ask("sender", sender, "connect", url=sender_url, container_id=f"interop-s-{tag}", **host)
         first_link("sender", sender)
         ask("sender", sender, "attach", link=LINKS["sender"], role="sender", address=address,
@@ -156,6 +160,9 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             if not received[-1].get("ok"):
                 break
         run.receive_reply = merged_receive(received)
+        if given["drain_credit"] and received[-1].get("ok"):  # every message taken: the node is empty now
+            run.drain_reply = ask("receiver", receiver, "drain", link=LINKS["receiver"], credit=given["drain_credit"])
+            run.drain_replied_ns = time.monotonic_ns()
         sending.join(send_budget_s + 10)
         if failure:
             raise failure[0]

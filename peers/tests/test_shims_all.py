@@ -150,13 +150,77 @@ def test_a_shim_tells_the_error_of_a_link_closed_while_its_send_waits(client: st
             connect_and_attach(shim, server.port, f"interop-{client}-closed", "s1", "sender",
                                f"q.shims.closed.{client}")
             asked = time.monotonic()
-            sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False}], timeout_ms=3000)
+            sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False}], timeout_ms=10000)
             shim.request("close", 20, timeout_ms=5000)
             events = list(shim.events)
     finally:
         server.stop()
     told = told_errors([ShimReply("sender", "send", asked, sent)], events)
     assert any((t["scope"], t["condition"]) == ("link", CLOSED_WITH[0]) for t in told), (sent, events)
+
+
+def drained_through_relay(client: str, home: Path, port: int, tmp_path: Path) -> tuple[dict, list, int]:
+    """Through an interposer to the broker on ``port``: ``client``'s shim attaches a receiver it will drain (an
+    empty node) and drains 2 credits within 1.5 s. The drain's reply, the connection's frames and when the reply
+    came (the frames' clock)."""
+    with FrameRelay("127.0.0.1", port, label=client) as relay, \
+            ShimProcess(SHIMS[client], home, stderr_path=tmp_path / f"stderr-{port}.log") as shim:
+        url = f"amqp://{relay.url_host}:{relay.port}"
+        assert shim.request("connect", 30, url=url, container_id=f"interop-{client}-drain", timeout_ms=10000)["ok"]
+        attached = shim.request("attach", 20, link="r1", role="receiver", address=f"q.shims.drain.{client}",
+                                snd_settle_mode="unsettled", rcv_settle_mode="first", drains=True, timeout_ms=10000)
+        assert attached["ok"], attached
+        drained = shim.request("drain", 20, link="r1", credit=2, timeout_ms=1500)
+        replied_ns = time.monotonic_ns()
+        assert shim.request("close", 20, timeout_ms=10000)["ok"]
+        assert relay.wait_closed(0, timeout=10)
+        return drained, relay.connection(0).frames, replied_ns
+
+
+DRAIN_ROW = "interop.flow/receiver-drains-an-empty-node"
+
+
+@pytest.mark.parametrize("client", sorted(SHIMS))
+def test_a_shims_drain_ends_when_the_brokers_flow_uses_the_credit_up_and_never_on_a_timer(
+        client: str, reference: tuple[str, int], cache: Path, tmp_path: Path) -> None:
+    """The contract's ``drain`` (peers/shims/README.md, "Draining"): a shim whose client profile claims ``drain``
+    asks its library to drain 2 credits of an empty node, and its reply and the wire are what the grid's drain row
+    expects of them against the reference (its observations ``receiver_drain`` and ``receiver_drained``, or what
+    a deviation the client's profile declares for the row observes), and the reply never came before the broker's
+    frames used the credit up; against a broker that ignores drains the reply is ``timeout``. A shim whose profile
+    does not claim it answers ``unsupported``."""
+    from amqp_conformance.conformance.catalogue import all_cases
+    from amqp_conformance.conformance.interop_drain import (
+        drain_wire,
+        drained_disagreements,
+        receiver_drain,
+        receiver_drained,
+    )
+    from amqp_conformance.conformance.interop_observe import connection_frames
+    from amqp_conformance.fixtures.profiles import CLIENT_PROFILES_DIR, load_profile
+    from amqp_conformance.peers.matching import mismatches
+    from amqp_conformance.peers.reference.mutants import IgnoresDrain
+
+    home = built(client, cache)
+    profile = load_profile(client, CLIENT_PROFILES_DIR)
+    drained, frames, replied_ns = drained_through_relay(client, home, reference[1], tmp_path)
+    if "drain" not in profile.capabilities:
+        assert drained["error"]["kind"] == "unsupported", drained
+        return
+    wire = drain_wire(connection_frames(frames, "receiver"))
+    observed = {"receiver_drain": receiver_drain(wire), "receiver_drained": receiver_drained(drained)}
+    row = all_cases()[DRAIN_ROW].expect["core"]
+    declared = [{name: d.observed[name] for name in observed if name in d.observed}  # the drain's share of it
+                for d in profile.deviations_for(DRAIN_ROW, "core") if set(observed) & set(d.observed)]
+    expected = [{name: row[name] for name in observed}, *declared]
+    assert any(not mismatches(pattern, observed) for pattern in expected), (observed, frames)
+    assert drained_disagreements(wire, drained, replied_ns) == []
+    ignoring = ReferenceServer(IgnoresDrain()).start()
+    try:
+        unanswered, _, _ = drained_through_relay(client, home, ignoring.port, tmp_path)
+    finally:
+        ignoring.stop()
+    assert unanswered["error"]["kind"] == "timeout", unanswered
 
 
 def test_qpid_jms_shim_answers_hung_when_its_receive_outlives_its_deadline(cache: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -60,6 +61,8 @@ type command struct {
 	Outcome *outcome `json:"outcome"`
 	Settle  *bool    `json:"settle"`
 	Close   bool     `json:"close"`
+	Drains  bool     `json:"drains"`
+	Credit  *int64   `json:"credit"`
 }
 
 func (c *command) timeout() time.Duration {
@@ -149,6 +152,11 @@ type link struct {
 	receiver *amqp.Receiver
 	ssm      string // snd_settle_mode as requested ("" when not given)
 	rsm      string // rcv_settle_mode as requested ("" when not given)
+	// manual: a receiver attached with drains, its credit managed by the shim (ReceiverOptions.Credit -1), which
+	// DrainCredit needs; granted is the credit the shim has issued that no received message has used, as far as
+	// it knows (a drain ends it)
+	manual  bool
+	granted uint32
 }
 
 // connection is one connect ... close cycle.
@@ -261,6 +269,8 @@ func (s *shim) run(cmd *command) (obj, *failure) {
 		res, f = s.send(cmd)
 	case "receive":
 		res, f = s.receive(cmd)
+	case "drain":
+		res, f = s.drain(cmd)
 	case "detach":
 		res, f = s.detach(cmd)
 	case "close":
@@ -427,10 +437,16 @@ func (s *shim) attach(cmd *command) (obj, *failure) {
 			RequestedReceiverSettleMode: rsm,
 		})
 	case "receiver":
-		l.receiver, err = s.c.session.NewReceiver(ctx, cmd.Address, &amqp.ReceiverOptions{
+		opts := &amqp.ReceiverOptions{
 			RequestedSenderSettleMode: ssm,
 			SettlementMode:            rsm,
-		})
+		}
+		if cmd.Drains {
+			// go-amqp drains only a link whose credit the application manages: receive then grants it
+			opts.Credit = -1
+			l.manual = true
+		}
+		l.receiver, err = s.c.session.NewReceiver(ctx, cmd.Address, opts)
 	default:
 		return nil, clientErr("unknown role %q", cmd.Role)
 	}
@@ -760,9 +776,20 @@ func (s *shim) receive(cmd *command) (obj, *failure) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cmd.timeout())
 	defer cancel()
+	if l.manual && cmd.Count > 0 && uint32(cmd.Count) > l.granted {
+		// manual credits: grant what the messages still to come need, as the default credit would
+		need := uint32(cmd.Count) - l.granted
+		if err := l.receiver.IssueCredit(need); err != nil {
+			return nil, classify(ctx, err, "").with("deliveries", []obj{})
+		}
+		l.granted += need
+	}
 	reports := []obj{}
 	for i := 0; i < cmd.Count; i++ {
 		msg, err := l.receiver.Receive(ctx, nil)
+		if err == nil && l.granted > 0 {
+			l.granted--
+		}
 		if err != nil {
 			f := classify(ctx, err, "")
 			if f.err["kind"] == "timeout" {
@@ -794,6 +821,47 @@ func (s *shim) receive(cmd *command) (obj, *failure) {
 		reports = append(reports, rep)
 	}
 	return obj{"deliveries": reports}, nil
+}
+
+// drain grants the credit and drains it: Receiver.IssueCredit, then Receiver.DrainCredit, which returns nil once
+// the broker's flow answering the drain came (go-amqp's drain flow states link-credit 0). It takes no message: one
+// that arrives meanwhile stays in the receiver's prefetch queue.
+func (s *shim) drain(cmd *command) (obj, *failure) {
+	l, f := s.lookup(cmd)
+	if f != nil {
+		return nil, f
+	}
+	if l.receiver == nil {
+		return nil, clientErr("link %q is not a receiver", cmd.Link)
+	}
+	if cmd.Credit == nil {
+		return nil, clientErr("drain needs credit")
+	}
+	if *cmd.Credit < 1 || *cmd.Credit > math.MaxUint32 {
+		return nil, clientErr("credit must be from 1 to %d, got %d", uint32(math.MaxUint32), *cmd.Credit)
+	}
+	if !l.manual {
+		return nil, unsupported("go-amqp drains only a link with manual credits (ReceiverOptions.Credit -1): " +
+			"Receiver.DrainCredit refuses one with the library's default credit; attach it with drains")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmd.timeout())
+	defer cancel()
+	if err := l.receiver.IssueCredit(uint32(*cmd.Credit)); err != nil {
+		return nil, classify(ctx, err, "")
+	}
+	l.granted += uint32(*cmd.Credit)
+	if err := l.receiver.DrainCredit(ctx, nil); err != nil {
+		f := classify(ctx, err, "")
+		if f.err["kind"] == "timeout" {
+			f.err["description"] = fmt.Sprintf("Receiver.DrainCredit() had not returned within %d ms: %v",
+				cmd.timeout().Milliseconds(), err)
+		}
+		return nil, f
+	}
+	// after a drain the link has no credit (what arrived meanwhile waits in the prefetch queue)
+	l.granted = 0
+	// go-amqp does not expose the link's credit
+	return obj{"api": "Receiver.DrainCredit() returned", "credit": nil}, nil
 }
 
 func (s *shim) detach(cmd *command) (obj, *failure) {

@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <iostream>
@@ -203,6 +204,7 @@ class Shim : public proton::messaging_handler {
             else if (p_.op == "attach") do_attach(c);
             else if (p_.op == "send") do_send(c);
             else if (p_.op == "receive") do_receive(c);
+            else if (p_.op == "drain") do_drain(c);
             else if (p_.op == "detach") do_detach(c);
             else if (p_.op == "close") do_close();
             else if (p_.op == "_shutdown") do_shutdown();
@@ -342,6 +344,16 @@ class Shim : public proton::messaging_handler {
         delivery_changed(*L, *rec);
     }
 
+    // The drain asked by do_drain ended: proton's adapter calls this once the link's credit is 0 while it drains
+    // (the broker's flow, or a transfer that used the last credit), after it cleared the link's drain flag.
+    void on_receiver_drain_finish(proton::receiver& r) override {
+        Link* L = find(r);
+        if (L && pending("drain") && p_.link == L->name) ok({{"api", "on_receiver_drain_finish"}, {"credit", r.credit()}});
+        else diag("on_receiver_drain_finish with no drain waiting for it" + std::string(L ? " (link '" + L->name + "')" : ""));
+    }
+
+    // With no receive waiting (a drain under way, or none) the message stays with the library: not accepted, not
+    // settled; a later receive of its link takes it first.
     void on_message(proton::delivery& d, proton::message& m) override {
         Link* L = find(d.receiver());
         if (!L) { diag("a message on an unknown link; left unsettled"); return; }
@@ -654,6 +666,21 @@ class Shim : public proton::messaging_handler {
         if (pending("receive") && p_.reports.size() >= p_.total) ok({{"deliveries", p_.reports}});
     }
 
+    // receiver::add_credit(credit), then receiver::drain(): one callback, so proton writes one flow with the credit
+    // and drain set. Answered in on_receiver_drain_finish; drain() throws proton::error while a drain is under way.
+    void do_drain(const json& c) {
+        Link* L = command_link(c, false);
+        if (!L) return;
+        json credit = c.value("credit", json(nullptr));
+        if (!credit.is_number_integer() || credit.get<int64_t>() < 1 || credit.get<int64_t>() > UINT32_MAX) {
+            fail(err("client", "credit must be an integer of at least 1"));
+            return;
+        }
+        if (L->gone) { fail(amqp_err("link", L->error)); return; }
+        L->r.add_credit(uint32_t(credit.get<int64_t>()));
+        L->r.drain();
+    }
+
     void do_detach(const json& c) {
         if (!cycle_ || !connected()) { fail(err("client", "not connected")); return; }
         std::string name = c.value("link", "");
@@ -701,6 +728,10 @@ class Shim : public proton::messaging_handler {
         } else if (p_.op == "receive") {
             std::string d = std::to_string(p_.reports.size()) + " of " + std::to_string(p_.total) + " messages within " + t + session_note();
             fail(err("timeout", d), {{"deliveries", p_.reports}});
+        } else if (p_.op == "drain") {
+            Link* L = find(p_.link);
+            std::string credit = L ? std::to_string(L->r.credit()) : "unknown";
+            fail(err("timeout", "no on_receiver_drain_finish within " + t + " (receiver::credit() " + credit + ")" + session_note()));
         } else if (p_.op == "attach") {
             fail(err("timeout", "no on_sender_open/on_receiver_open within " + t + session_note()));
         } else if (p_.op == "detach") {

@@ -25,6 +25,7 @@ from shim_ops import (
     CloseOp,
     ConnectOp,
     DetachOp,
+    DrainOp,
     Op,
     ReceiveOp,
     SendOp,
@@ -226,6 +227,17 @@ class ShimHandler(MessagingHandler):
             state.link.flow(missing)
         return ReceiveOp(command["id"], timeout_ms, state, count, outcome, settle)
 
+    def cmd_drain(self, command: dict[str, Any]) -> Op:
+        """``Receiver.drain(credit)``: the credit and drain in one flow; answered once the drain ended
+        (:class:`DrainOp`). A message that arrives meanwhile waits in the link's inbox for a later receive."""
+        state = self.link_named(command, "receiver")
+        credit = _field(command, "credit", int)
+        timeout_ms = _field(command, "timeout_ms", int, DEFAULT_TIMEOUT_MS)
+        if credit < 1:
+            raise BadCommand(f"credit must be 1 or more, got {credit}")
+        state.link.drain(credit)
+        return DrainOp(command["id"], timeout_ms, state)
+
     def cmd_detach(self, command: dict[str, Any]) -> Op:
         """``Link.close()`` (``close``: true) or ``Link.detach()``; waits for the peer's detach."""
         state = self.link_named(command, None)
@@ -390,6 +402,7 @@ class ShimHandler(MessagingHandler):
         arrival.remote_state = state_json(delivery.remote_state, delivery.remote)
         delivery.shim_record = arrival
         state.inbox.append(arrival)
+        state.last_told_by = "on_message"
         self.progress()
 
     # -- what proton tells the shim: endpoints ----------------------------------------------------------
@@ -406,11 +419,14 @@ class ShimHandler(MessagingHandler):
         self.progress()
 
     def on_link_flow(self, event: Any) -> None:
-        """The broker's flow on a sending link with drain set (``Link.drain_mode``; AMQP 1.0 2.6.7): a
-        ``drain-requested`` event, and, with no message queued on the link (``Link.queued``), ``Link.drained()``, as
-        an application with nothing to send answers it: proton moves the delivery-count through the credit left and
-        writes the flow that says so."""
+        """The broker's flow: on a receiving link it may end a drain (:class:`DrainOp`); on a sending link with
+        drain set (``Link.drain_mode``; AMQP 1.0 2.6.7) it is a ``drain-requested`` event, and, with no message
+        queued on the link (``Link.queued``), ``Link.drained()``, as an application with nothing to send answers it:
+        proton moves the delivery-count through the credit left and writes the flow that says so."""
         link, state = event.link, getattr(event.link, "shim_state", None)
+        if state is not None and link.is_receiver:  # may end a drain (DrainOp)
+            state.last_told_by = "on_link_flow"
+            self.progress()
         if state is None or not link.is_sender or not link.drain_mode or not link.credit:
             return
         self.write({"event": "drain-requested", "link": state.name, "api": "on_link_flow, Link.drain_mode true"})

@@ -182,6 +182,33 @@ class ReceiveOp(Op):
         return link is None or link == self.state.name
 
 
+class DrainOp(Op):
+    """``drain``: answered once proton says the receiving link no longer drains (``Link.draining()`` false: the
+    broker's flow, or its transfers, used up the credit the drain asked it to), which ends the drain here
+    (``Link.drain_mode`` back to false, as Proton C++ does before ``on_receiver_drain_finish``)."""
+
+    def __init__(self, command_id: Any, timeout_ms: int, state: LinkState) -> None:
+        super().__init__(command_id, "drain", timeout_ms)
+        self.state = state
+
+    def check(self) -> dict[str, Any] | None:
+        """Done once the link drains no more, with the callback that told it and the link's credit then."""
+        link = self.state.link
+        if link.draining():
+            return None
+        link.drain_mode = False
+        return ok(api=f"{self.state.last_told_by}, Link.draining() false", credit=link.credit)
+
+    def expire(self) -> dict[str, Any]:
+        """A ``timeout`` error naming the credit still undrained."""
+        return failed(error("timeout", f"the drain had not ended within {self.timeout_ms} ms (Link.draining() "
+                                       f"true, credit {self.state.link.credit})"))
+
+    def depends_on(self, link: str | None) -> bool:
+        """Its own link, the session and the connection."""
+        return link is None or link == self.state.name
+
+
 class DetachOp(Op):
     """``detach``: answered when the peer's detach arrives."""
 

@@ -21,6 +21,7 @@ class LinkState:
     remote_detached: bool = False  # the peer's detach arrived
     remote_closed: bool | None = None  # its closed flag
     opened_by: str | None = None  # the callback that told the shim the peer's attach arrived (on_link_opened)
+    last_told_by: str | None = None  # the callback that last told the shim of the link's credit (a drain's end)
 
 
 @dataclass

@@ -162,6 +162,7 @@ class LinkState {
     this.rcvSettleMode = rcvSettleMode; // the rcv_settle_mode the shim attached with ('first' or 'second'; undefined: first)
     this.received = new Map(); // delivery -> {index, reported}
     this.receiveWaiter = null;
+    this.drainWaiter = null;
   }
 }
 
@@ -379,8 +380,14 @@ function linkEvents(cyc, link, role) {
     });
   } else {
     on('message', (ls, context) => {
+      // kept for a receive; with none waiting (a drain, or no command) it stays here, neither disposed of nor settled
       ls.buffer.push({ message: context.message, delivery: context.delivery });
       pumpReceive(ls);
+    });
+    // rhea raises it for the broker's flow with drain set and link-credit 0 (link.js Receiver.on_flow): the drain ended
+    on('receiver_drained', (ls) => {
+      if (ls.drainWaiter) ls.drainWaiter.drained();
+      else diag("'receiver_drained' event on " + ls.name + ' with no drain waiting');
     });
     on('settled', (ls, context) => {
       const rec = ls.received.get(context.delivery);
@@ -400,6 +407,7 @@ function failLinkWaiters(ls, err) {
   let failed = 0;
   if (ls.sendWaiter) { ls.sendWaiter.fail(err); failed++; }
   if (ls.receiveWaiter) { ls.receiveWaiter.fail(err); failed++; }
+  if (ls.drainWaiter) { ls.drainWaiter.fail(err); failed++; }
   return failed;
 }
 
@@ -426,6 +434,7 @@ async function cmdAttach(cmd) {
     options.autoaccept = false; // the shim gives each outcome itself
     options.autosettle = true; // rhea's default: under rcv_settle_mode second, settle when the sender does
     options.credit_window = 0; // no prefetch window: a receive command grants its count with add_credit
+    // (cmd.drains is not needed: rhea drains any receiver, see cmdDrain)
     link = cyc.connection.open_receiver(options);
   }
   const ls = new LinkState(cmd.link, cmd.role, link, cmd.rcv_settle_mode);
@@ -808,6 +817,47 @@ async function cmdReceive(cmd) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// drain
+
+// Receiver.add_credit(n) then Receiver.drain_credit() (rhea writes both in one flow, on its next tick), answered at
+// the receiver's 'receiver_drained' event. A message that arrives meanwhile stays in the link's buffer, untouched.
+// rhea never sets receiver.drain back to false: its later flows on the link keep drain set, as rhea writes them.
+async function cmdDrain(cmd) {
+  const ls = requireLink(cmd.link);
+  if (ls.role !== 'receiver') throw clientError('link ' + cmd.link + ' is not a receiver');
+  if (ls.receiveWaiter) throw clientError('a receive is in progress on ' + cmd.link);
+  if (ls.drainWaiter) throw clientError('a drain is already in progress on ' + cmd.link);
+  if (!Number.isInteger(cmd.credit) || cmd.credit < 1) throw clientError('credit must be an integer of 1 or more, got ' + JSON.stringify(cmd.credit));
+  const receiver = ls.link;
+  const cyc = cycle;
+  return await new Promise((resolve, reject) => {
+    let t = null;
+    const w = {
+      session: receiver.session,
+      finish: (err, result) => {
+        clearTimeout(t);
+        ls.drainWaiter = null;
+        cyc.waiters.delete(w);
+        if (err) reject(new ShimError(err)); else resolve(result);
+      },
+      drained: () => w.finish(null, { api: 'receiver_drained', credit: nullable(receiver.credit) }),
+      fail: (err) => w.finish(Object.assign({}, err)),
+    };
+    ls.drainWaiter = w;
+    cyc.waiters.add(w);
+    t = setTimeout(() => {
+      w.finish({ kind: 'timeout', description: "no 'receiver_drained' event within " + cmd.timeout_ms + ' ms (receiver.credit ' + receiver.credit + ')' });
+    }, cmd.timeout_ms);
+    try {
+      receiver.add_credit(cmd.credit);
+      receiver.drain_credit();
+    } catch (e) {
+      w.finish(describeThrown(e));
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // detach, close
 
 async function cmdDetach(cmd) {
@@ -882,6 +932,7 @@ const HANDLERS = {
   attach: cmdAttach,
   send: cmdSend,
   receive: cmdReceive,
+  drain: cmdDrain,
   detach: cmdDetach,
   close: cmdClose,
 };

@@ -199,6 +199,7 @@ public final class ProtonJ2Shim {
                 case "attach" -> attach(command, reply);
                 case "send" -> send(command, reply);
                 case "receive" -> receive(command, reply);
+                case "drain" -> drain(command, reply);
                 case "detach" -> detach(command);
                 case "close" -> close(command);
                 default -> throw client("unknown op " + op);
@@ -206,7 +207,7 @@ public final class ProtonJ2Shim {
         } catch (Failure f) {
             reply = error(id, f.error);
         } catch (Throwable t) {
-            String scope = op != null && List.of("attach", "send", "receive", "detach").contains(op) ? "link" : "connection";
+            String scope = op != null && List.of("attach", "send", "receive", "drain", "detach").contains(op) ? "link" : "connection";
             reply = error(id, classify(t, scope));
             System.err.println("shim: " + op + " failed: " + t);
         }
@@ -319,7 +320,8 @@ public final class ProtonJ2Shim {
                 .deliveryTagGeneratorSupplier(() -> tags);
             entry = new LinkEntry(name, conn.openSender(address, options), null, sendsSettled, tags);
         } else {
-            // creditWindow 0: no prefetch of the library's own; receive grants the credit it asks for
+            // creditWindow 0: no prefetch of the library's own; receive grants the credit it asks for, and drain
+            // may drain any such receiver (the attach's drains field is not needed)
             ReceiverOptions options = new ReceiverOptions().deliveryMode(mode).openTimeout(timeout)
                 .autoAccept(false).creditWindow(0);
             entry = new LinkEntry(name, null, conn.openReceiver(address, options), sendsSettled, null);
@@ -522,6 +524,49 @@ public final class ProtonJ2Shim {
             throw timeout(deliveries.size() + " of " + count + " messages within " + timeout + " ms");
         }
         reply.put("deliveries", deliveries);
+    }
+
+    /**
+     * Receiver.addCredit(credit), then Receiver.drain(), and the reply once the Future it returns completes: the
+     * library completes it when a flow from the broker (or a transfer) leaves the link's credit at 0 (protonj2
+     * 1.1.0 ClientReceiverLinkType.handleReceiverCreditUpdated). A message that arrives meanwhile stays in the
+     * receiver's delivery queue: the shim takes none, so none is disposed of or settled.
+     */
+    private void drain(JsonObject command, Map<String, Object> reply) throws Exception {
+        LinkEntry entry = link(command);
+        if (entry.receiver == null) {
+            throw client("drain: link " + entry.name + " is a sender");
+        }
+        JsonElement given = command.get("credit");
+        int credit;
+        try {
+            credit = given == null || given.isJsonNull() ? 0 : given.getAsInt();
+        } catch (RuntimeException e) {
+            credit = 0;
+        }
+        if (credit < 1) {
+            throw client("drain: credit is an integer of 1 or more, not " + given);
+        }
+        long timeout = timeout(command);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeout);
+
+        Receiver receiver = entry.receiver;
+        receiver.addCredit(credit);
+        Future<Receiver> drained = receiver.drain();
+        try {
+            long remaining = remainingMillis(deadline);
+            if (remaining <= 0 && !drained.isDone()) {
+                // ClientFuture.get() with no time left returns null at once rather than throwing
+                throw new TimeoutException();
+            }
+            drained.get(Math.max(1, remaining), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw timeout("the Receiver.drain() future was not done within " + timeout + " ms");
+        } catch (ExecutionException e) {
+            throw new Failure(classify(e.getCause() != null ? e.getCause() : e, "link"));
+        }
+        reply.put("api", "Receiver.drain() future completed");
+        reply.put("credit", null); // the client API does not expose the link's credit
     }
 
     private void detach(JsonObject command) throws Exception {

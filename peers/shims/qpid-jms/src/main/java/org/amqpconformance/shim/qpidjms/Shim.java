@@ -184,6 +184,7 @@ public final class Shim {
                 case "attach": result = attach(cmd); break;
                 case "send": result = send(cmd); break;
                 case "receive": result = receive(cmd); break;
+                case "drain": result = drain(cmd); break;
                 case "detach": result = detach(cmd); break;
                 case "close": result = close(cmd); break;
                 default: throw new Failure(error("client", "unknown op: " + op));
@@ -497,6 +498,13 @@ public final class Shim {
             // and for a link or connection that went away without one: it tells no delivery state.
         }
         return JsonNull.INSTANCE;
+    }
+
+    /** The JMS API has no drain call: qpid-jms drains only inside a receive with a prefetch of 0, one credit. */
+    private JsonObject drain(JsonObject cmd) throws Failure {
+        link(cmd, false);
+        throw new Failure(error("unsupported", "the JMS API has no drain call (qpid-jms drains only inside a"
+                + " receive with a prefetch of 0, one credit at a time)"));
     }
 
     private JsonObject receive(JsonObject cmd) throws Failure {
