@@ -32,17 +32,22 @@ class DrainWire:
     def answer(self) -> Frame | None:
         """The broker's flow that ended the drain: its first after the request with link-credit 0, else its last
         (what it said instead), else None."""
-        return next((f for f in self.broker_flows if f.fields.get("link-credit") == 0),
-                    self.broker_flows[-1] if self.broker_flows else None)
+        last = self.broker_flows[-1] if self.broker_flows else None
+        return next((f for f in self.broker_flows if _ends_drain(f)), last)
 
     def credit_used_up_by(self, t_ns: int) -> bool:
         """Whether the broker's frames that had reached the relay by ``t_ns`` had used the drain's credit up: a flow
         with link-credit 0, or as many deliveries begun as the request gave credit."""
         if self.asked is None:
             return False
-        if any(f.fields.get("link-credit") == 0 and f.t_ns <= t_ns for f in self.broker_flows):
+        if any(_ends_drain(f) and f.t_ns <= t_ns for f in self.broker_flows):
             return True
         return sum(1 for f in self.transfers if f.t_ns <= t_ns) >= int(self.asked.fields.get("link-credit") or 0)
+
+
+def _ends_drain(flow: Frame) -> bool:
+    """Whether a flow of the broker's says the drain's credit is used up (link-credit 0, 2.6.7)."""
+    return flow.fields.get("link-credit") == 0
 
 
 def drain_wire(connection: ConnectionFrames) -> DrainWire:

@@ -351,13 +351,13 @@ def _sent_count(link: _SendingLink, count: int | None, drain: bool) -> str | Non
                 f"{(link.initial + link.stated) % MODULUS} an earlier flow of the link stated (AMQP 1.0 2.6.7: the "
                 f"delivery-count only counts on)")
     drained = offset - link.stated - (link.started - link.sent_by_stated)  # beyond the sends since its last flow
+    so_far = f"states delivery-count {count}, {drained} beyond what it had sent since it last stated one, so it"
     if drained > 0 and not link.drain_asked:
-        return (f"states delivery-count {count}, {drained} beyond what it had sent since it last stated one, so it "
-                f"drained credit, though no flow of the broker's that had reached the relay asked it to drain "
-                f"(AMQP 1.0 2.6.7: a sender moves its delivery-count on without sending only when asked to drain)")
+        return (f"{so_far} drained credit, though no flow of the broker's that had reached the relay asked it to "
+                f"drain (AMQP 1.0 2.6.7: a sender moves its delivery-count on without sending only when asked to "
+                f"drain)")
     if drained > 0 and not drain and not link.drain_withdrawn:
-        return (f"states delivery-count {count}, {drained} beyond what it had sent since it last stated one, so it "
-                f"drained credit, but states drain false (AMQP 1.0 2.7.4: from the sender, drain is its actual drain "
-                f"mode, and the broker's flows had asked it to drain)")
+        return (f"{so_far} drained credit, but states drain false (AMQP 1.0 2.7.4: from the sender, drain is its "
+                f"actual drain mode, and the broker's flows had asked it to drain)")
     link.stated, link.sent_by_stated = offset, whole
     return None
