@@ -33,7 +33,7 @@ CORE_SCENARIOS = (
         "flow", scripts_flow.run_flow,
         given={"messages": int, "credit": int, "drain": bool},
         defaults={"drain": False},
-        observations=("before_credit", "delivered", "broker_flow"),
+        observations=("before_credit", "delivered", "broker_flow", "over_stated_credit"),
         needs=lambda given: (STORE,) if given.get("messages", 0) > 0 else (),  # published before the credit
     ),
     Scenario(

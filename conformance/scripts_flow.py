@@ -54,9 +54,31 @@ def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
             "limit": limit, "drain": fields.get("drain")}
 
 
+def over_stated_credit(frames: list[Frame], handle: int, initial: int, limit: int) -> int:
+    """How many deliveries the broker began on its link ``handle`` (in ``frames``, after our credit) beyond the
+    link-credit its own last flow state before them stated (AMQP 1.0 2.6.7: link-credit is what the sender may still
+    send; a drain's answer that says 0 before the messages it sends is the case). Only a flow of the broker's that
+    had seen our credit counts, one whose delivery-limit (:func:`flow_seen`) is ours (``limit``, past ``initial``):
+    one written before ours reached it may state less, and transfers after it are within our credit."""
+    credit: int | None = None
+    over = 0
+    for frame in frames:
+        if frame.direction != "in" or frame.fields.get("handle") != handle:
+            continue
+        if frame.performative == "flow":
+            seen = flow_seen(frame, initial) or {}
+            if seen.get("limit") == limit:
+                credit = seen["link-credit"]
+        elif frame.performative == "transfer" and frame.fields.get("delivery-id") is not None and credit is not None:
+            credit -= 1
+            over += credit < 0
+    return over
+
+
 def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observes ``before_credit`` (bodies sent while the link had no credit), ``delivered`` (bodies sent
-    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, or None)."""
+    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, or None) and
+    ``over_stated_credit`` (:func:`over_stated_credit`)."""
     peer, session = open_session(ctx, "consumer")
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)
     handle = broker_handle(attach)
@@ -93,5 +115,6 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     peer.pump(timeout=ctx.quiet, on=receiver)  # anything more the broker sends (a transfer beyond the credit)
     observed["delivered"] = bodies_of(transfers_on(peer, handle, since))
     observed["broker_flow"] = flow_seen(flow_frame(), initial)
+    observed["over_stated_credit"] = over_stated_credit(peer.frames[since:], handle, initial, credit)
     peer.close()
     return observed

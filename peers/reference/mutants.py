@@ -480,6 +480,38 @@ class DrainAnswerSaysNoDrain(RewritingBroker):
         return _with_field(frame, FLOW_DRAIN, False)
 
 
+class FlowFirstConnection(RewritingConnection):
+    """A connection that writes a drain's answering flow (drain set, link-credit 0) before the transfers that went
+    out with it on its link, instead of after them: the flow says the credit is used up, then transfers come."""
+
+    def __init__(self, broker: Broker, peer_name: str) -> None:
+        super().__init__(broker, peer_name, lambda frame: frame.raw)
+
+    def data_to_send(self) -> bytes:
+        data = BrokerConnection.data_to_send(self)
+        if not data:
+            return data
+        frames = self._splitter.feed(data)
+        for index, frame in enumerate(list(frames)):
+            if frame.performative != "flow" or not frame.fields.get("drain") or frame.fields.get("link-credit"):
+                continue
+            link = (frame.channel, frame.fields.get("handle"))
+            first = next((i for i, f in enumerate(frames[:index])
+                          if f.performative == "transfer" and (f.channel, f.fields.get("handle")) == link), None)
+            if first is not None:
+                frames.insert(first, frames.pop(index))
+        return b"".join(frame.raw for frame in frames)
+
+
+class DrainAnswerBeforeMessages(Broker):
+    """Answers a drain with its flow state (link-credit 0, the delivery-count past the whole credit) before the
+    messages it sends on that credit (AMQP 1.0 2.6.7: the sender advances the delivery-count only after sending
+    all available messages; a transfer after a flow that said link-credit 0 is beyond the credit)."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        return FlowFirstConnection(self, peer_name)
+
+
 class RedeliversRejectedLater(Broker):
     """Settles a rejection as 3.4.3 says, then puts the message back for redelivery a quarter second later."""
 
@@ -536,6 +568,9 @@ CORE_MUTANTS = (
     Mutant("drain-answer-says-no-drain", "answers a receiver's drain with drain=false in its flow",
            "2.7.4 flow drain: the sender's actual drain mode (core.flow/drain-*)", DrainAnswerSaysNoDrain,
            scope=("core.flow",)),
+    Mutant("drain-answer-before-messages", "answers a drain with link-credit 0 before the messages it sends on it",
+           "2.6.7 drain: messages first, then the delivery-count advanced (core.flow/drain-fewer-messages)",
+           DrainAnswerBeforeMessages, scope=("core.flow",)),
 )
 MUTANTS.update({m.name: m for m in CORE_MUTANTS})
 
