@@ -23,11 +23,17 @@ from .interop_observe import ConnectionFrames
 class DrainWire:
     """The row's receiving link's drain on the wire: the client's first flow for it that set drain (None: it
     never asked), the broker's flows for it after that one, and the first transfer of each delivery the broker
-    began on it after that one, in order."""
+    began on it after that one, in order; ``after_end``: how many of those it began after its first flow that
+    ended the drain (link-credit 0) and before the client's next flow for the link, beyond the credit that flow
+    said was left; ``deliveries``: how many deliveries the broker began on the link in all, before the request
+    too (a library that grants the credit in one flow and drains in a second may be sent messages on the first
+    before the second reaches the broker)."""
 
     asked: Frame | None
     broker_flows: list[Frame]
     transfers: list[Frame]
+    after_end: int = 0
+    deliveries: int = 0
 
     def answer(self) -> Frame | None:
         """The broker's flow that ended the drain: its first after the request with link-credit 0, else its last
@@ -62,6 +68,8 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
     flows: list[Frame] = []
     transfers: list[Frame] = []
     continuing = False
+    ended = False  # the broker's flow said the drain's credit is used up, and the client has given none since
+    after_end = deliveries = 0
     for frame in connection.frames:
         key = _key(frame)
         if frame.direction == "out" and key == ours:
@@ -69,16 +77,22 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                 break
             if asked is None and frame.performative == "flow" and frame.fields.get("drain"):
                 asked = frame
-        elif frame.direction == "in" and key == theirs and asked is not None:
+            elif frame.performative == "flow":
+                ended = False
+        elif frame.direction == "in" and key == theirs:
             if frame.performative == "detach":
                 break
-            if frame.performative == "flow":
+            if frame.performative == "flow" and asked is not None:
+                ended = ended or (_ends_drain(frame) and not any(_ends_drain(f) for f in flows))
                 flows.append(frame)
             elif frame.performative == "transfer":
                 if not continuing:
-                    transfers.append(frame)
+                    deliveries += 1
+                    if asked is not None:
+                        transfers.append(frame)
+                        after_end += ended
                 continuing = bool(frame.fields.get("more"))
-    return DrainWire(asked, flows, transfers)
+    return DrainWire(asked, flows, transfers, after_end, deliveries)
 
 
 def _key(frame: Frame) -> tuple[int, Any]:
@@ -88,14 +102,17 @@ def _key(frame: Frame) -> tuple[int, Any]:
 def receiver_drain(wire: DrainWire) -> dict[str, Any] | None:
     """The observation ``receiver_drain``: None when the client never set drain on the row's link, else
     ``asked`` (the link-credit its drain flow gave), ``transfers`` (the deliveries the broker began on the link after
-    it) and the broker's answer (:meth:`DrainWire.answer`): its ``link-credit`` and ``delivery-count`` as typed on the
-    wire, its ``drain`` field, and ``unused``: the credit the answer left neither used by a transfer nor advanced
-    through (the request's credit less how far the answer's delivery-count moved from the request's, in serial
-    arithmetic, 2.8.7); those are absent when the broker sent no flow after the request."""
+    it), ``after_end`` (:attr:`DrainWire.after_end`: those begun after its flow said the credit was used up),
+    ``deliveries`` (all it began on the link, :attr:`DrainWire.deliveries`) and the broker's answer
+    (:meth:`DrainWire.answer`): its ``link-credit`` and ``delivery-count`` as typed on the wire, its ``drain`` field,
+    and ``unused``: the credit the answer left neither used by a transfer nor advanced through (the request's credit
+    less how far the answer's delivery-count moved from the request's, in serial arithmetic, 2.8.7); those are
+    absent when the broker sent no flow after the request."""
     if wire.asked is None:
         return None
     asked = wire.asked.fields.get("link-credit")
-    seen: dict[str, Any] = {"asked": asked, "transfers": len(wire.transfers)}
+    seen: dict[str, Any] = {"asked": asked, "transfers": len(wire.transfers), "after_end": wire.after_end,
+                            "deliveries": wire.deliveries}
     answer = wire.answer()
     if answer is None:
         return seen

@@ -40,12 +40,22 @@ def _no_script(ctx: Any, given: dict[str, Any]) -> dict[str, Any]:
 
 def receives_within_messages(given: dict[str, Any]) -> str | None:
     """Why a crossing row's ``receives`` cannot share out its ``messages`` (each receive takes at least one), or
-    its ``drain_credit`` is below 0."""
-    if not 1 <= given["receives"] <= given["messages"]:
-        return (f"receives = {given['receives']} cannot share out messages = {given['messages']}: give from 1 to "
-                f"{given['messages']} receives")
+    its ``drain_credit`` is below 0, or its ``drain_left`` cannot be left for a drain."""
+    taken = given["messages"] - given["drain_left"]
     if given["drain_credit"] < 0:
         return f"drain_credit = {given['drain_credit']}: give 0 (no drain) or the credits to drain"
+    if given["drain_left"] and not given["drain_credit"]:
+        return f"drain_left = {given['drain_left']} without drain_credit: give the credits the drain asks for"
+    if given["drain_left"] and given["presettled"]:
+        return ("drain_left with presettled = true: the messages left must be stored before the drain, which only "
+                "the broker's disposition of an unsettled send tells")
+    if not 0 <= given["drain_left"] < given["messages"]:
+        return (f"drain_left = {given['drain_left']}: give from 0 to {given['messages'] - 1} (the receiving client "
+                "takes at least one message before its drain)")
+    if not 1 <= given["receives"] <= taken:
+        left = f" less drain_left = {given['drain_left']}" if given["drain_left"] else ""
+        return (f"receives = {given['receives']} cannot share out messages = {given['messages']}{left}: give from 1 "
+                f"to {taken} receives")
     return None
 
 
@@ -61,7 +71,8 @@ CROSSING = Scenario(
         "delivery_failed": bool, "undeliverable_here": bool, "message_annotations": _annotations,  # modified's
         "settle": bool,  # the receiving client settles with its outcome (false: after the broker, rcv second)
         "body_bytes": int,  # the message body's length beyond "m1" (a body larger than a frame: multi-frame)
-        "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken)
+        "messages": int,  # how many messages the sending client sends on its link (m1, m2, ...; each taken, but
+        # drain_left)
         "send_wait_s": _wait_seconds,  # how long the sending client's send may wait for its messages' ends (0: the
         # grid's --timeout once for each 500 messages begun, interop_script.step_budget_s, the most it ever waits): a
         # row whose check needs only a second past the broker's answer
@@ -78,8 +89,11 @@ CROSSING = Scenario(
         # ".first"), kept until its connection closes: the row's link is the second on its connection (and on its
         # session, where the library keeps one session a connection)
         "drain_credit": int,  # after its receives the receiving client grants its link this many credits and asks its
-        # library to drain them (its shim's drain, peers/shims/README.md: AMQP 1.0 2.6.7), the node then empty: the
-        # broker must advance its delivery-count through them and say so (0: no drain)
+        # library to drain them (its shim's drain, peers/shims/README.md: AMQP 1.0 2.6.7), drain_left messages on the
+        # node: the broker must send what it has, advance its delivery-count through the rest, and say so (0: no drain)
+        "drain_left": int,  # how many of the row's messages (the last ones) the receiving client leaves on the node
+        # for its drain: its receives take the others, and it drains once the sending client's send has ended (every
+        # message stored, as the broker's dispositions tell); 0: the node is empty when it drains
         "pairs": ("all", "same"),  # the grid's pairs the row runs for: all that the run chose, or only each client
         # with itself (a row about each library's own accounting, which the partner across the broker cannot
         # change: each library once in each role, instead of once for every partner)
@@ -88,7 +102,7 @@ CROSSING = Scenario(
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "receives": 1, "send_wait_s": 0,
               "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False,
-              "drain_credit": 0, "pairs": "all"},
+              "drain_credit": 0, "drain_left": 0, "pairs": "all"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message

@@ -91,7 +91,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     broker (a refused attach, an error) ends the run early with ``stopped`` set; the frames tell the rest.
     With the row's ``close_links`` each client then closes its link (the receiving one first, each given
     :data:`DETACH_TIMEOUT_S`) before its connection. With its ``drain_credit`` the receiving client, once it has
-    taken every message, drains that much credit (the shim's ``drain``; its attach said ``drains``). With its
+    taken every message but the row's ``drain_left`` (those once the send has ended), drains that much credit (the
+    shim's ``drain``; its attach said ``drains``). With its
     ``first_link`` each client attaches a link of the other role (:data:`FIRST_LINKS`) before its row's link, and
     leaves it to its connection's close. ``tag``: the clients open with container-ids ``interop-r-TAG`` and
     ``interop-s-TAG`` (so the interposer's connections can be told apart)."""
@@ -160,7 +161,9 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             if not received[-1].get("ok"):
                 break
         run.receive_reply = merged_receive(received)
-        if given["drain_credit"] and received[-1].get("ok"):  # every message taken: the node is empty now
+        if given["drain_left"]:  # the messages left are on the node (stored) once the send has ended
+            sending.join(send_budget_s + 10)
+        if given["drain_credit"] and received[-1].get("ok") and not failure:  # every message taken but drain_left
             run.drain_reply = ask("receiver", receiver, "drain", link=LINKS["receiver"], credit=given["drain_credit"])
             run.drain_replied_ns = time.monotonic_ns()
         sending.join(send_budget_s + 10)
@@ -208,11 +211,18 @@ def sent_bodies(given: dict[str, Any]) -> list[str]:
     return [f"m{n}" + "x" * given["body_bytes"] for n in range(1, given["messages"] + 1)]
 
 
+def taken_bodies(given: dict[str, Any]) -> list[str]:
+    """The bodies the receiving client's receives take, in order: every one sent but the row's ``drain_left`` last
+    ones, which it leaves on the node for its drain."""
+    sent = sent_bodies(given)
+    return sent[:len(sent) - given["drain_left"]]
+
+
 def receive_counts(given: dict[str, Any]) -> list[int]:
-    """The ``count`` of each of the receiving client's receive commands: the row's ``messages`` in ``receives``
-    shares, as equal as they can be, the larger first (5 in 2: 3 then 2; the table loader holds ``receives``
-    between 1 and ``messages``: :func:`.interop_scenarios.receives_within_messages`)."""
-    messages, receives = given["messages"], given["receives"]
+    """The ``count`` of each of the receiving client's receive commands: the messages it takes
+    (:func:`taken_bodies`) in ``receives`` shares, as equal as they can be, the larger first (5 in 2: 3 then 2; the
+    table loader holds ``receives`` between 1 and their number: :func:`.interop_scenarios.receives_within_messages`)."""
+    messages, receives = len(taken_bodies(given)), given["receives"]
     share, extra = divmod(messages, receives)
     return [share + (1 if n < extra else 0) for n in range(receives)]
 

@@ -213,6 +213,7 @@ def test_a_shims_drain_ends_when_the_brokers_flow_uses_the_credit_up_and_never_o
     declared = [{name: d.observed[name] for name in observed if name in d.observed}  # the drain's share of it
                 for d in profile.deviations_for(DRAIN_ROW, "core") if set(observed) & set(d.observed)]
     expected = [{name: row[name] for name in observed}, *declared]
+    expected[0]["receiver_drain"] = {**row["receiver_drain"], "deliveries": 0}  # the row's link took m1 first
     assert any(not mismatches(pattern, observed) for pattern in expected), (observed, frames)
     assert drained_disagreements(wire, drained, replied_ns) == []
     ignoring = ReferenceServer(IgnoresDrain()).start()
