@@ -23,9 +23,9 @@ from .interop_observe import ConnectionFrames
 class DrainWire:
     """The row's receiving link's drain on the wire: the client's first flow for it that set drain (None: it
     never asked), the broker's flows for it after that one, and the first transfer of each delivery the broker
-    began on it after that one, in order; ``after_end``: how many of those it began after its first flow that
-    ended the drain (link-credit 0) and before the client's next flow for the link, beyond the credit that flow
-    said was left; ``deliveries``: how many deliveries the broker began on the link in all, before the request
+    began on it after that one, in order; ``after_end``: how many of those it began after a flow of its own that
+    said its link-credit was 0 (the drain's end) and before a flow of the client's gave credit again: beyond the
+    credit; ``deliveries``: how many deliveries the broker began on the link in all, before the request
     too (a library that grants the credit in one flow and drains in a second may be sent messages on the first
     before the second reaches the broker)."""
 
@@ -77,13 +77,13 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                 break
             if asked is None and frame.performative == "flow" and frame.fields.get("drain"):
                 asked = frame
-            elif frame.performative == "flow":
-                ended = False
+            elif frame.performative == "flow" and frame.fields.get("link-credit"):
+                ended = False  # credit given again
         elif frame.direction == "in" and key == theirs:
             if frame.performative == "detach":
                 break
             if frame.performative == "flow" and asked is not None:
-                ended = ended or (_ends_drain(frame) and not any(_ends_drain(f) for f in flows))
+                ended = ended or _ends_drain(frame)
                 flows.append(frame)
             elif frame.performative == "transfer":
                 if not continuing:
