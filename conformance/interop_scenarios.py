@@ -38,10 +38,16 @@ def _no_script(ctx: Any, given: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError("an interop row runs with 'amqp-conformance interop', not 'run'")
 
 
+def taken_count(given: dict[str, Any]) -> int:
+    """How many messages the receiving client's receives take: the first of those sent, all but the row's
+    ``drain_left`` last ones, which it leaves on the node for its drain."""
+    return given["messages"] - given["drain_left"]
+
+
 def receives_within_messages(given: dict[str, Any]) -> str | None:
     """Why a crossing row's ``receives`` cannot share out its ``messages`` (each receive takes at least one), or
     its ``drain_credit`` is below 0, or its ``drain_left`` cannot be left for a drain."""
-    taken = given["messages"] - given["drain_left"]
+    taken = taken_count(given)
     if given["drain_credit"] < 0:
         return f"drain_credit = {given['drain_credit']}: give 0 (no drain) or the credits to drain"
     if given["drain_left"] and not given["drain_credit"]:

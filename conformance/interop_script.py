@@ -19,6 +19,8 @@ from amqp_conformance.peers.shimrun.crash import LibraryCrash
 from amqp_conformance.peers.shimrun.errors import ShimError, ShimExited
 from amqp_conformance.peers.shimrun.process import ShimReply
 
+from .interop_scenarios import taken_count
+
 LINKS = {"sender": "s", "receiver": "r"}  # each client's link name in the shim contract, by role
 # a row's ``first_link``: the link each client attaches before its row's link, by the role of the client (the link
 # is of the other role, so that the row's link is still the one link of its role on the connection)
@@ -211,18 +213,12 @@ def sent_bodies(given: dict[str, Any]) -> list[str]:
     return [f"m{n}" + "x" * given["body_bytes"] for n in range(1, given["messages"] + 1)]
 
 
-def taken_bodies(given: dict[str, Any]) -> list[str]:
-    """The bodies the receiving client's receives take, in order: every one sent but the row's ``drain_left`` last
-    ones, which it leaves on the node for its drain."""
-    sent = sent_bodies(given)
-    return sent[:len(sent) - given["drain_left"]]
-
-
 def receive_counts(given: dict[str, Any]) -> list[int]:
     """The ``count`` of each of the receiving client's receive commands: the messages it takes
-    (:func:`taken_bodies`) in ``receives`` shares, as equal as they can be, the larger first (5 in 2: 3 then 2; the
-    table loader holds ``receives`` between 1 and their number: :func:`.interop_scenarios.receives_within_messages`)."""
-    messages, receives = len(taken_bodies(given)), given["receives"]
+    (:func:`.interop_scenarios.taken_count`) in ``receives`` shares, as equal as they can be, the larger first (5 in
+    2: 3 then 2; the table loader holds ``receives`` between 1 and their number:
+    :func:`.interop_scenarios.receives_within_messages`)."""
+    messages, receives = taken_count(given), given["receives"]
     share, extra = divmod(messages, receives)
     return [share + (1 if n < extra else 0) for n in range(receives)]
 
