@@ -25,15 +25,24 @@ class DrainWire:
     never asked), the broker's flows for it after that one, and the first transfer of each delivery the broker
     began on it after that one, in order; ``after_end``: how many of those it began after a flow of its own that
     said its link-credit was 0 (the drain's end) and before a flow of the client's gave credit again: beyond the
-    credit; ``deliveries``: how many deliveries the broker began on the link in all, before the request
-    too (a library that grants the credit in one flow and drains in a second may be sent messages on the first
-    before the second reaches the broker)."""
+    credit; ``begun_ns``: when each delivery the broker began on the link reached the relay, in order, before the
+    request too (a library that grants the credit in one flow and drains in a second may be sent messages on the
+    first before the second reaches the broker); ``initial``: the initial-delivery-count of the broker's attach
+    (None where it gave none); ``client_flows``: the client's flows for the link, in order (with ``asked`` None,
+    what credit it gave, if any)."""
 
     asked: Frame | None
     broker_flows: list[Frame]
     transfers: list[Frame]
     after_end: int = 0
-    deliveries: int = 0
+    begun_ns: tuple[int, ...] = ()
+    initial: int | None = None
+    client_flows: tuple[Frame, ...] = ()
+
+    @property
+    def deliveries(self) -> int:
+        """How many deliveries the broker began on the link in all (:attr:`begun_ns`)."""
+        return len(self.begun_ns)
 
     def answer(self) -> Frame | None:
         """The broker's flow that ended the drain: its first after the request with link-credit 0, else its last
@@ -43,12 +52,38 @@ class DrainWire:
 
     def credit_used_up_by(self, t_ns: int) -> bool:
         """Whether the broker's frames that had reached the relay by ``t_ns`` had used the drain's credit up: a flow
-        with link-credit 0, or as many deliveries begun as the request gave credit."""
+        with link-credit 0, or deliveries that took the broker's delivery-count (its attach's initial-delivery-count
+        and one a delivery begun, 2.6.7) to the end of the credit the request gave (its delivery-count and
+        link-credit, in serial arithmetic, 2.8.7). Deliveries begun before the request count too: a library that
+        grants credit in one flow and drains in a second may be sent the messages on the first, and its drain flow,
+        crossing them, then states credit they already used. Without the counts on the wire, as many deliveries
+        begun after the request as it gave credit."""
         if self.asked is None:
             return False
         if any(_ends_drain(f) and f.t_ns <= t_ns for f in self.broker_flows):
             return True
-        return sum(1 for f in self.transfers if f.t_ns <= t_ns) >= int(self.asked.fields.get("link-credit") or 0)
+        return self._used_up(self.asked, t_ns)
+
+    def credit_given_used_up_by(self, t_ns: int) -> bool:
+        """With no drain asked (``asked`` None): whether the client had given credit on the link, by a flow before
+        ``t_ns``, and the broker's deliveries that had reached the relay by ``t_ns`` had used up what the last of
+        those flows gave (as :meth:`credit_used_up_by` reckons them): a library asked to drain credit it had given
+        and that messages already used may send no drain flow, since nothing is left to drain."""
+        given = [f for f in self.client_flows if f.t_ns <= t_ns and f.fields.get("link-credit")]
+        if not given:
+            return False
+        return self._used_up(given[-1], t_ns)
+
+    def _used_up(self, request: Frame, t_ns: int) -> bool:
+        """Whether the deliveries begun by ``t_ns`` used up the credit ``request`` (a flow of the client's) gave: the
+        broker's delivery-count they reached against the request's delivery-count and link-credit, or, without those
+        counts on the wire, as many deliveries begun after the request as it gave credit."""
+        credit = int(request.fields.get("link-credit") or 0)
+        start = request.fields.get("delivery-count")
+        if isinstance(start, int) and isinstance(self.initial, int):
+            reached = (int(self.initial) + sum(1 for begun in self.begun_ns if begun <= t_ns)) % MODULUS
+            return (reached - (int(start) + credit)) % MODULUS < MODULUS // 2
+        return sum(1 for begun in self.begun_ns if request.t_ns < begun <= t_ns) >= credit
 
 
 def _ends_drain(flow: Frame) -> bool:
@@ -67,14 +102,18 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
     asked: Frame | None = None
     flows: list[Frame] = []
     transfers: list[Frame] = []
+    begun: list[int] = []
+    client_flows: list[Frame] = []
     continuing = False
     ended = False  # the broker's flow said the drain's credit is used up, and the client has given none since
-    after_end = deliveries = 0
+    after_end = 0
     for frame in connection.frames:
         key = _key(frame)
         if frame.direction == "out" and key == ours:
             if frame.performative == "detach":
                 break
+            if frame.performative == "flow":
+                client_flows.append(frame)
             if asked is None and frame.performative == "flow" and frame.fields.get("drain"):
                 asked = frame
             elif frame.performative == "flow" and frame.fields.get("link-credit"):
@@ -87,20 +126,22 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                 flows.append(frame)
             elif frame.performative == "transfer":
                 if not continuing:
-                    deliveries += 1
+                    begun.append(frame.t_ns)
                     if asked is not None:
                         transfers.append(frame)
                         after_end += ended
                 continuing = bool(frame.fields.get("more"))
-    return DrainWire(asked, flows, transfers, after_end, deliveries)
+    initial = link.broker_attach.fields.get("initial-delivery-count") if link.broker_attach is not None else None
+    return DrainWire(asked, flows, transfers, after_end, tuple(begun), initial, tuple(client_flows))
 
 
 def _key(frame: Frame) -> tuple[int, Any]:
     return frame.channel, frame.fields.get("handle")
 
 
-def receiver_drain(wire: DrainWire) -> dict[str, Any] | None:
-    """The observation ``receiver_drain``: None when the client never set drain on the row's link, else
+def receiver_drain(wire: DrainWire) -> dict[str, Any]:
+    """The observation ``receiver_drain``: where the client never set drain on the row's link, ``asked`` None and
+    ``deliveries`` (:attr:`DrainWire.deliveries`) only, with nothing after a request to count; else
     ``asked`` (the link-credit its drain flow gave), ``transfers`` (the deliveries the broker began on the link after
     it), ``after_end`` (:attr:`DrainWire.after_end`: those begun after its flow said the credit was used up),
     ``deliveries`` (all it began on the link, :attr:`DrainWire.deliveries`) and the broker's answer
@@ -108,8 +149,8 @@ def receiver_drain(wire: DrainWire) -> dict[str, Any] | None:
     and ``unused``: the credit the answer left neither used by a transfer nor advanced through (the request's credit
     less how far the answer's delivery-count moved from the request's, in serial arithmetic, 2.8.7); those are
     absent when the broker sent no flow after the request."""
-    if wire.asked is None:
-        return None
+    if wire.asked is None:  # no drain flow: what the broker sent on the link, nothing asked of it
+        return {"asked": None, "transfers": 0, "after_end": 0, "deliveries": wire.deliveries}
     asked = wire.asked.fields.get("link-credit")
     seen: dict[str, Any] = {"asked": asked, "transfers": len(wire.transfers), "after_end": wire.after_end,
                             "deliveries": wire.deliveries}
@@ -146,8 +187,11 @@ def drained_disagreements(wire: DrainWire, reply: dict[str, Any] | None, replied
         return []
     api = reply.get("api")
     if wire.asked is None:
+        if wire.credit_given_used_up_by(replied_ns):
+            return []  # the credit it gave was used up before it was asked to drain: nothing left to drain
         return [f"the receiver client: its API told its drain ended ({api}), but it never set drain in a flow for "
-                f"the link (AMQP 1.0 2.6.7: drain is the receiver's flag, set in its flow)"]
+                f"the link, and the broker's frames that had reached the relay had not used up the credit it had "
+                f"given (AMQP 1.0 2.6.7: drain is the receiver's flag, set in its flow)"]
     if not wire.credit_used_up_by(replied_ns):
         return [f"the receiver client: its API told its drain ended ({api}) before the broker's frames that had "
                 f"reached the relay had used up the {wire.asked.fields.get('link-credit')} credit it asked to drain "
