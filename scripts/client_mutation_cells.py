@@ -11,6 +11,11 @@ mutant. A cell the client's profile makes UNSUPPORTED, or a NON-STRICT its profi
 passes, as in the grid. As in the grid, the shim processes serve cell after cell (one relay and one shim a role
 for each broker, for all the tests mutmut runs against one mutant), except while mutmut learns which test
 reaches which function: then each test starts its own, so that what a shim reaches is the test's.
+
+The reference broker's mutation test (scripts/mutation.py, its client-grid pass) runs the same cells the other way
+round: the library as built (``AMQP_CLIENT_MUTATION_LIBRARY=installed``), the broker mutated in the test process,
+only the rows whose admin provocation no catalogue row asks for (``AMQP_CLIENT_MUTATION_PROVOCATIONS``, comma
+separated) and only some of :data:`BROKERS` (``AMQP_CLIENT_MUTATION_BROKERS``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ BROKERS: dict[str, str | None] = {
     "reference~variant-every-choice": "variant-every-choice",
     "reference~variant-small-session-window": "variant-small-session-window",
 }
+if os.environ.get("AMQP_CLIENT_MUTATION_BROKERS"):
+    BROKERS = {name: BROKERS[name] for name in os.environ["AMQP_CLIENT_MUTATION_BROKERS"].split(",")}
+# the library as built (the broker is what is mutated), else its mutated copy (:data:`LAUNCHERS`)
+INSTALLED = os.environ.get("AMQP_CLIENT_MUTATION_LIBRARY") == "installed"
+PROVOCATIONS = tuple(filter(None, os.environ.get("AMQP_CLIENT_MUTATION_PROVOCATIONS", "").split(",")))
 
 
 def profile_of(broker: str) -> str:
@@ -61,9 +71,11 @@ LAUNCHERS = {
 
 
 def client_on_mutants() -> Client:
-    """The client's shim and profile, its shim started through its launcher on the mutated library."""
+    """The client's shim and profile, its shim started through its launcher on the mutated library (as built, with
+    :data:`INSTALLED`)."""
     spec = load_spec(SHIMS_ROOT / CLIENT)
-    return Client(CLIENT, dataclasses.replace(spec, run=LAUNCHERS[CLIENT]), load_profile(CLIENT, CLIENT_PROFILES_DIR))
+    run = spec.run if INSTALLED else LAUNCHERS[CLIENT]
+    return Client(CLIENT, dataclasses.replace(spec, run=run), load_profile(CLIENT, CLIENT_PROFILES_DIR))
 
 
 def cells() -> list[tuple[str, Case]]:
@@ -72,7 +84,8 @@ def cells() -> list[tuple[str, Case]]:
     found = []
     for broker in BROKERS:
         sets = load_profile(profile_of(broker)).expectation_sets
-        rows = {case.id: case for case, *_ in grid(load_interop_catalogue().cases, client, "same", sets)}
+        rows = {case.id: case for case, *_ in grid(load_interop_catalogue().cases, client, "same", sets)
+                if not PROVOCATIONS or case.given.get("provocation") in PROVOCATIONS}
         found += [(broker, case) for case in rows.values()]
     return found
 

@@ -12,14 +12,17 @@ once more against the conformant variant that makes each free choice the other w
 whose broken guarantee the reference's own choices hide (its handles, channels, credit, frame size) is caught there,
 as it would be in a broker that chose otherwise. The SASL layer's survivors last go against
 ``variant-client-certificate`` (over TLS, verifying the client's certificate: the catalogue authenticates with
-EXTERNAL). A mutant is **killed** when a case FAILs or ERRORs against it (or its run times out or crashes),
-**survives** when every case passes, and is **uncovered** when no case runs its code. It prints the score per module
-and per table (the table of the first case that killed each mutant), every survivor with its diff and its triage
-(``docs/mutation-triage/<module>.toml``), and how long it took; it writes ``DIR/mutation.json`` and
-``DIR/survivors.md``. The score is killed / (all - equivalent - source-silent): a survivor triaged ``equivalent``
-cannot be killed by any broker behaviour, and one triaged ``source-silent`` differs only where the source documents
-leave the behaviour open (a row that killed it would FAIL a conformant broker), so both are left out; ``open``
-survivors count against it. The strict figure, killed / (all - equivalent), is printed beside it.
+EXTERNAL). Last, ``broker.py``'s survivors go to the client grid's cells (python-proton with itself, against the
+embedded reference, the broker mutated in the test process) of the rows that ask the admin for a provocation no
+catalogue row asks for (:data:`GRID_PROVOCATIONS`): that code is reached nowhere else. A mutant is **killed** when a
+case FAILs or ERRORs against it (or its run times out or crashes), **survives** when every case passes, and is
+**uncovered** when no case runs its code. It prints the score per module and per table (the table of the first case
+that killed each mutant), every survivor with its diff and its triage (``docs/mutation-triage/<module>.toml``), and
+how long it took; it writes ``DIR/mutation.json`` and ``DIR/survivors.md``. The score is killed / (all - equivalent
+- source-silent): a survivor triaged ``equivalent`` cannot be killed by any broker behaviour, and one triaged
+``source-silent`` differs only where the source documents leave the behaviour open (a row that killed it would FAIL
+a conformant broker), so both are left out; ``open`` survivors count against it. The strict figure, killed / (all -
+equivalent), is printed beside it.
 
 Why mutmut 3: it forks one warmed-up pytest process per mutant and runs only the cases that reach the mutated
 function (it records which test reaches which function once), so the catalogue judges ~2,000 mutants in
@@ -62,6 +65,12 @@ DEFAULT_MODULES = tuple(m for m in PROTOCOL_MODULES if m not in UNTRIAGED_MODULE
 ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 
 
+# the provocations of the reference's admin that only client-grid rows ask for, and the client whose cells run them
+GRID_PROVOCATIONS = ("credit-one-at-a-time", "settle-without-outcome", "settle-after-outcome")
+GRID_CLIENT = "python-proton"
+GRID_CELLS = "client_mutation_cells.py"  # copied into a client-grid pass's work directory as test_grid_cells.py
+
+
 @dataclass(frozen=True)
 class Pass:
     """One run of mutmut: the catalogue against ``broker`` (as conformant ``variant`` of it, when given), over
@@ -73,6 +82,18 @@ class Pass:
     modules: tuple[str, ...]
     variant: str | None = None
     tables: str | None = None
+    grid: tuple[str, ...] = ()  # instead of the catalogue: the client grid's rows that ask for these provocations
+
+    def environment(self) -> dict[str, str]:
+        """What the pass's test process needs in its environment: for a client-grid pass, the cells' knobs
+        (scripts/client_mutation_cells.py: :data:`GRID_CLIENT` as built, the pass's provocations, its broker)."""
+        if not self.grid:
+            return {}
+        from amqp_conformance.peers.toolchain import cache_root
+
+        return {"AMQP_CLIENT_MUTATION_CLIENT": GRID_CLIENT, "AMQP_CLIENT_MUTATION_LIBRARY": "installed",
+                "AMQP_CLIENT_MUTATION_PROVOCATIONS": ",".join(self.grid),
+                "AMQP_CLIENT_MUTATION_BROKERS": self.against, "AMQP_CLIENT_MUTATION_SHIMS": str(cache_root() / "shims")}
 
     @property
     def against(self) -> str:
@@ -92,6 +113,9 @@ PASSES = (
     # (half its CPU limit, 16 s when the recorded test times are near 0)
     Pass("variant-client-certificate", "reference", ("sasl",), "variant-client-certificate",
          "core.sasl or wire.performatives"),
+    # the admin's provocations that only the client grid asks for (to judge a client: fixtures/admin.py), which no
+    # catalogue row reaches: broker.py's survivors go to those rows' cells, python-proton with itself
+    Pass("client-grid", "reference", ("broker",), grid=GRID_PROVOCATIONS),
 )
 TRIAGE_DIR = REPO / "docs" / "mutation-triage"  # one <module>.toml a module, so work on modules never collides
 TRIAGE_CATEGORIES = {
@@ -376,10 +400,11 @@ def apply_carry_over(moves: dict[str, str], directory: Path = TRIAGE_DIR) -> int
 
 
 def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str | None = None,
-                  tables: str | None = None) -> None:
+                  tables: str | None = None, grid: bool = False) -> None:
     """Lay the sources out under ``workdir/amqp_conformance/`` with mutmut's configuration and the recorder; the
     catalogue (only the cases ``tables`` selects, a ``-k`` expression, when given) runs against ``broker``, or its
-    conformant ``variant`` when given."""
+    conformant ``variant`` when given; with ``grid``, the client grid's cells instead (scripts/client_mutation_cells.py
+    as ``test_grid_cells.py``, chosen by :meth:`Pass.environment`)."""
     if workdir.exists():
         shutil.rmtree(workdir)
     package = workdir / "amqp_conformance"
@@ -387,18 +412,22 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
         shutil.copytree(REPO / folder, package / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "tests", "*.pyc"))
     sources = [f"amqp_conformance/peers/reference/{m}.py" for m in modules]
+    plugins = ["-p", RECORDER_MODULE, "-p", KILLS_PLUGIN, "-p", "no:cacheprovider", "--import-mode=importlib"]
+    catalogue = ["--broker", broker, *(["--reference-mutant", variant] if variant else []), *plugins,
+                 "--case-timeout", "2", *(["-k", tables] if tables else [])]
     config = {
         "source_paths": sources,
-        "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py", f"{KILLS_PLUGIN}.py"],
-        "pytest_add_cli_args_test_selection": ["amqp_conformance/conformance/"],
-        "pytest_add_cli_args": ["--broker", broker, *(["--reference-mutant", variant] if variant else []),
-                                "-p", RECORDER_MODULE, "-p", KILLS_PLUGIN, "-p", "no:cacheprovider",
-                                "--import-mode=importlib", "--case-timeout", "2", *(["-k", tables] if tables else [])],
+        "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py", f"{KILLS_PLUGIN}.py",
+                      *(["test_grid_cells.py"] if grid else [])],
+        "pytest_add_cli_args_test_selection": ["test_grid_cells.py" if grid else "amqp_conformance/conformance/"],
+        "pytest_add_cli_args": plugins if grid else catalogue,
     }
     lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
     (workdir / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (workdir / f"{RECORDER_MODULE}.py").write_text(RECORDER, encoding="utf-8")
     shutil.copy2(Path(__file__).resolve().parent / f"{KILLS_PLUGIN}.py", workdir / f"{KILLS_PLUGIN}.py")
+    if grid:
+        shutil.copy2(Path(__file__).resolve().parent / GRID_CELLS, workdir / "test_grid_cells.py")
 
 
 def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2,
@@ -514,9 +543,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.report_only:
             what = (f"mutmut over {', '.join(pass_modules)}" if names is None
                     else f"{len(names)} survivors of {', '.join(pass_modules)}")
-            print(f"\n== mutation: {what}; the catalogue against {run.against}", flush=True)
-            build_workdir(run_dir, pass_modules, run.broker, run.variant, run.tables)
-            run_mutmut(run_dir, kills, names=names, max_children=args.max_children, against=run.against)
+            judge = f"the client grid's {', '.join(run.grid)} rows" if run.grid else "the catalogue"
+            print(f"\n== mutation: {what}; {judge} against {run.against}", flush=True)
+            build_workdir(run_dir, pass_modules, run.broker, run.variant, run.tables, grid=bool(run.grid))
+            run_mutmut(run_dir, kills, names=names, max_children=args.max_children,
+                       against=f"{run.against} (client grid)" if run.grid else run.against, env=run.environment())
         if not (run_dir / "mutants").is_dir():
             continue  # --report-only over a run kept from before this pass existed
         merge_pass(statuses, workdirs, read_statuses(run_dir), run_dir, pass_modules, names)
