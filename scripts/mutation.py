@@ -68,7 +68,8 @@ ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 # the provocations of the reference's admin that only client-grid rows ask for, and the client whose cells run them
 GRID_PROVOCATIONS = ("credit-one-at-a-time", "settle-without-outcome", "settle-after-outcome")
 GRID_CLIENT = "python-proton"
-GRID_CELLS = "client_mutation_cells.py"  # copied into a client-grid pass's work directory as test_grid_cells.py
+GRID_CELLS = "client_mutation_cells.py"  # copied into a client-grid pass's work directory as GRID_TEST
+GRID_TEST = "test_grid_cells.py"
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,7 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
     """Lay the sources out under ``workdir/amqp_conformance/`` with mutmut's configuration and the recorder; the
     catalogue (only the cases ``tables`` selects, a ``-k`` expression, when given) runs against ``broker``, or its
     conformant ``variant`` when given; with ``grid``, the client grid's cells instead (scripts/client_mutation_cells.py
-    as ``test_grid_cells.py``, chosen by :meth:`Pass.environment`)."""
+    as :data:`GRID_TEST`, chosen by :meth:`Pass.environment`)."""
     if workdir.exists():
         shutil.rmtree(workdir)
     package = workdir / "amqp_conformance"
@@ -418,8 +419,8 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
     config = {
         "source_paths": sources,
         "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py", f"{KILLS_PLUGIN}.py",
-                      *(["test_grid_cells.py"] if grid else [])],
-        "pytest_add_cli_args_test_selection": ["test_grid_cells.py" if grid else "amqp_conformance/conformance/"],
+                      *([GRID_TEST] if grid else [])],
+        "pytest_add_cli_args_test_selection": [GRID_TEST if grid else "amqp_conformance/conformance/"],
         "pytest_add_cli_args": plugins if grid else catalogue,
     }
     lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
@@ -427,7 +428,7 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
     (workdir / f"{RECORDER_MODULE}.py").write_text(RECORDER, encoding="utf-8")
     shutil.copy2(Path(__file__).resolve().parent / f"{KILLS_PLUGIN}.py", workdir / f"{KILLS_PLUGIN}.py")
     if grid:
-        shutil.copy2(Path(__file__).resolve().parent / GRID_CELLS, workdir / "test_grid_cells.py")
+        shutil.copy2(Path(__file__).resolve().parent / GRID_CELLS, workdir / GRID_TEST)
 
 
 def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_children: int = 2,
