@@ -16,6 +16,7 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import MODULUS
 
+from .interop_links import link_frames
 from .interop_observe import ConnectionFrames
 
 
@@ -92,13 +93,11 @@ def _ends_drain(flow: Frame) -> bool:
 
 
 def drain_wire(connection: ConnectionFrames) -> DrainWire:
-    """The drain of ``connection``'s row link (:attr:`ConnectionFrames.row_link`, the receiving client's), found by
-    each end's (channel, handle) from its attach, up to that end's detach."""
+    """The drain of ``connection``'s row link (:attr:`ConnectionFrames.row_link`, the receiving client's): its frames
+    up to either end's detach (:func:`.interop_links.link_frames`)."""
     link = connection.row_link
     if link is None or link.client_attach is None:
         return DrainWire(None, [], [])
-    ours = _key(link.client_attach)
-    theirs = _key(link.broker_attach) if link.broker_attach is not None else None
     asked: Frame | None = None
     flows: list[Frame] = []
     transfers: list[Frame] = []
@@ -107,20 +106,15 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
     continuing = False
     ended = False  # the broker's flow said the drain's credit is used up, and the client has given none since
     after_end = 0
-    for frame in connection.frames:
-        key = _key(frame)
-        if frame.direction == "out" and key == ours:
-            if frame.performative == "detach":
-                break
+    for frame in link_frames(connection.frames, link):
+        if frame.direction == "out":
             if frame.performative == "flow":
                 client_flows.append(frame)
             if asked is None and frame.performative == "flow" and frame.fields.get("drain"):
                 asked = frame
             elif frame.performative == "flow" and frame.fields.get("link-credit"):
                 ended = False  # credit given again
-        elif frame.direction == "in" and key == theirs:
-            if frame.performative == "detach":
-                break
+        else:
             if frame.performative == "flow" and asked is not None:
                 ended = ended or _ends_drain(frame)
                 flows.append(frame)
@@ -133,10 +127,6 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                 continuing = bool(frame.fields.get("more"))
     initial = link.broker_attach.fields.get("initial-delivery-count") if link.broker_attach is not None else None
     return DrainWire(asked, flows, transfers, after_end, tuple(begun), initial, tuple(client_flows))
-
-
-def _key(frame: Frame) -> tuple[int, Any]:
-    return frame.channel, frame.fields.get("handle")
 
 
 def receiver_drain(wire: DrainWire) -> dict[str, Any]:

@@ -49,6 +49,25 @@ class WireLink:
         return first
 
 
+def link_frames(frames: list[Frame], link: WireLink) -> list[Frame]:
+    """The frames of ``frames`` on ``link`` (each end's, by the (channel, handle) of its attach), in order, up to the
+    first detach of either end (not included): after it a handle may name another link (2.6.2). Empty when the client
+    never attached it."""
+    if link.client_attach is None:
+        return []
+    ours = (link.client_attach.channel, link.client_attach.fields.get("handle"))
+    theirs = None if link.broker_attach is None else (link.broker_attach.channel,
+                                                      link.broker_attach.fields.get("handle"))
+    found = []
+    for frame in frames:
+        key = (frame.channel, frame.fields.get("handle"))
+        if (frame.direction == "out" and key == ours) or (frame.direction == "in" and key == theirs):
+            if frame.performative == "detach":
+                break
+            found.append(frame)
+    return found
+
+
 @dataclass(frozen=True)
 class ConnectionLinks:
     """Every link of one connection in order of its first attach, and the detaches that named a handle no attach

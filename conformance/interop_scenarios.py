@@ -86,7 +86,7 @@ CROSSING = Scenario(
         # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time",
-                        "settle-without-outcome", "settle-after-outcome"),
+                        "settle-without-outcome", "settle-after-outcome", "drain-publishers"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
@@ -100,6 +100,9 @@ CROSSING = Scenario(
         "drain_left": int,  # how many of the row's messages (the last ones) the receiving client leaves on the node
         # for its drain: its receives take the others, and it drains once the sending client's send has ended (every
         # message stored, as the broker's dispositions tell); 0: the node is empty when it drains
+        "await_drain_answer": bool,  # before the sending client closes (its link or connection), the grid waits
+        # for its answer to the broker's drain, a flow for its link stating link-credit 0, at most the grid's
+        # --timeout (2.6.7 sets no deadline: the row's bounded watch); the script's other steps are not held
         "pairs": ("all", "same"),  # the grid's pairs the row runs for: all that the run chose, or only each client
         # with itself (a row about each library's own accounting, which the partner across the broker cannot
         # change: each library once in each role, instead of once for every partner)
@@ -108,7 +111,7 @@ CROSSING = Scenario(
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "receives": 1, "send_wait_s": 0,
               "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False,
-              "drain_credit": 0, "drain_left": 0, "pairs": "all"},
+              "drain_credit": 0, "drain_left": 0, "await_drain_answer": False, "pairs": "all"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
@@ -141,6 +144,8 @@ CROSSING = Scenario(
         "receiver_drain",  # the row's drain on the wire (conformance/interop_drain.receiver_drain): the credit the
         # receiving client's drain flow gave, the broker's transfers after it and its answering flow's fields
         "receiver_drained",  # what the receiving client's API told of the drain's end: "drained", or its error
+        "sender_drain",  # the broker's drain of the sending client's link and the client's answer on the wire
+        # (conformance/interop_sender_drain.sender_drain), or null when the broker never asked one
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
         "hung",  # per role, the command a client's library hung in and how (its shim's error kind hung), or null
     ),

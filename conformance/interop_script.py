@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +76,7 @@ class CellRun:
     close_failures: list[str] = field(default_factory=list)  # a shim that died, hung or broke its contract in close
     crashes: dict[str, LibraryCrash] = field(default_factory=dict)  # role -> its client library's own crash
     hung: dict[str, str] = field(default_factory=dict)  # role -> the command its library hung in, and how (kind hung)
+    drain_answer_waited_s: float | None = None  # how long the sending client's drain answer was waited for, if it was
 
 
 def outcome_of(given: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def outcome_of(given: dict[str, Any]) -> dict[str, Any]:
 
 def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: str, address: str,
                  given: dict[str, Any], timeout_s: float, hostname: str | None = None,
-                 tag: str | None = None) -> CellRun:
+                 tag: str | None = None, drain_answered: Callable[[], bool] | None = None) -> CellRun:
     """Run the row's exchange; raises :class:`CellUnsupported` when a shim cannot express it. A failure of the
     broker (a refused attach, an error) ends the run early with ``stopped`` set; the frames tell the rest.
     With the row's ``close_links`` each client then closes its link (the receiving one first, each given
@@ -97,7 +99,10 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
     shim's ``drain``; its attach said ``drains``). With its
     ``first_link`` each client attaches a link of the other role (:data:`FIRST_LINKS`) before its row's link, and
     leaves it to its connection's close. ``tag``: the clients open with container-ids ``interop-r-TAG`` and
-    ``interop-s-TAG`` (so the interposer's connections can be told apart)."""
+    ``interop-s-TAG`` (so the interposer's connections can be told apart). With its ``await_drain_answer`` the
+    sending client is closed only once ``drain_answered`` (the wire's word: the sending client's answer to the
+    broker's drain has reached the interposer) is true, or the grid's time-out has passed since the exchange
+    ended."""
     run = CellRun()
     timeout_ms = int(timeout_s * 1000)
     send_budget_s = step_budget_s(timeout_s, given["messages"])  # the send's, and what its thread is waited for
@@ -171,6 +176,8 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
         sending.join(send_budget_s + 10)
         if failure:
             raise failure[0]
+        if given["await_drain_answer"] and drain_answered is not None:
+            run.drain_answer_waited_s = _wait_until(drain_answered, timeout_s)
         if given["close_links"]:  # each client closes its link before its connection: the receiving one first
             for party, shim in (("receiver", receiver), ("sender", sender)):
                 ask(party, shim, "detach", min(timeout_s, DETACH_TIMEOUT_S), link=LINKS[party], close=True)
@@ -193,6 +200,19 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
                     continue
                 run.close_failures.append(f"the {role} client's close: {exc}")
     return run
+
+
+# how often a row's bounded watch looks at the interposer's frames for the effect it awaits
+WATCH_POLL_S = 0.01
+
+
+def _wait_until(done: Callable[[], bool], timeout_s: float) -> float:
+    """Wait until ``done()`` is true or ``timeout_s`` has passed, looking every :data:`WATCH_POLL_S`; how long it
+    waited, in seconds."""
+    began = time.monotonic()
+    while not done() and time.monotonic() - began < timeout_s:
+        time.sleep(WATCH_POLL_S)
+    return time.monotonic() - began
 
 
 def _note_hung(run: CellRun, party: str, op: str, reply: dict[str, Any]) -> None:

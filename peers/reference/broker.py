@@ -83,6 +83,8 @@ class BrokerConnection:
         self._link_names: dict[tuple[int, int], str] = {}  # (channel, handle) -> link name, from attach frames
         self._current_tag: dict[tuple[int, int], bytes] = {}
         self.credit_due: list[Link] = []  # publishers' links to top up with credit at the end of the read
+        self.drain_due: list[Link] = []  # ... of those, the ones that delivered to a node whose publishers are asked
+        # to drain (the admin's drain-publishers)
         self._out = bytearray()
         self.close_after_write = False
         self.engine.listeners.append(self._watch_frame)
@@ -181,6 +183,7 @@ class Broker(UmRules):
         self.reports_received: set[str] = set()  # nodes whose partial publishes get received states (admin)
         self.settles_without_outcome: set[str] = set()  # nodes whose publishes are stored, then settled stateless
         self.settles_after_outcome: set[str] = set()  # nodes whose publishes are accepted, then settled apart
+        self.drains_publishers: set[str] = set()  # nodes whose publishers are asked to drain after each delivery
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -221,18 +224,36 @@ class Broker(UmRules):
 
     def top_up(self, connection: BrokerConnection) -> None:
         """Give the publishers' links that used half their credit (or all of a credit of one) their credit back
-        (:attr:`publisher_credit`)."""
+        (:attr:`publisher_credit`); a link that delivered to a node whose publishers are asked to drain (admin
+        provocation ``drain-publishers``: :attr:`BrokerConnection.drain_due`) gets its whole credit back in a flow
+        that sets drain."""
         for link in connection.credit_due:
             credit = self.credit_for(link)
-            if link.credit < max(1, credit // 2) and link.state & Endpoint.LOCAL_ACTIVE:
+            if not link.state & Endpoint.LOCAL_ACTIVE:
+                continue
+            if link in connection.drain_due:
+                link.drain_mode = True  # the flow below goes out with drain set
+                link.flow(credit - link.credit)
+            elif link.credit < max(1, credit // 2):
                 link.flow(credit - link.credit)
         connection.credit_due.clear()
+        connection.drain_due.clear()
 
     def credit_for(self, link: Link) -> int:
         """The credit a publisher's ``link`` is given and topped up to: :attr:`publisher_credit`, or 1 on a node
         whose publishers get one credit at a time (admin provocation; 2.6.7 lets a receiver set the credit as it
         likes)."""
         return 1 if (link.remote_target.address or "") in self.single_credit else self.publisher_credit
+
+    def _on_pn_link_flow(self, connection: BrokerConnection, event: Event) -> None:
+        """A publisher asked to drain (admin provocation ``drain-publishers``) that answered, its credit used up:
+        the link leaves drain mode and is given its credit again (2.6.7: the receiver sets the drain flag and the
+        credit as it likes)."""
+        link = event.link
+        if link.is_receiver and link.drain_mode and link.credit == 0 and link.state & Endpoint.LOCAL_ACTIVE \
+                and (link.remote_target.address or "") in self.drains_publishers:
+            link.drain_mode = False
+            link.flow(self.credit_for(link))
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
         conn = event.connection
@@ -349,6 +370,8 @@ class Broker(UmRules):
         link.advance()
         self.give_credit_back(connection, link)
         address = link.remote_target.address or ""
+        if address in self.drains_publishers and link in connection.credit_due:  # admin: asked to drain, once
+            connection.drain_due.append(link)  # the read is done (top_up)
         if address in self.failing_transforms:
             # UM 10.11 Accepted/Publishing row 2: the transformer returned null
             self._settle(delivery, Delivery.REJECTED, self.transformer_failure())
