@@ -224,19 +224,23 @@ class Broker(UmRules):
 
     def top_up(self, connection: BrokerConnection) -> None:
         """Give the publishers' links that used half their credit (or all of a credit of one) their credit back
-        (:attr:`publisher_credit`); a link that delivered to a node whose publishers are asked to drain (admin
-        provocation ``drain-publishers``: :attr:`BrokerConnection.drain_due`) gets its whole credit back in a flow
-        that sets drain."""
+        (:attr:`publisher_credit`)."""
         for link in connection.credit_due:
             credit = self.credit_for(link)
-            if not link.state & Endpoint.LOCAL_ACTIVE:
-                continue
-            if link in connection.drain_due:
-                link.drain_mode = True  # the flow below goes out with drain set
-                link.flow(credit - link.credit)
-            elif link.credit < max(1, credit // 2):
+            if link.credit < max(1, credit // 2) and link.state & Endpoint.LOCAL_ACTIVE:
                 link.flow(credit - link.credit)
         connection.credit_due.clear()
+        self.ask_drain(connection)
+
+    def ask_drain(self, connection: BrokerConnection) -> None:
+        """Ask each publisher's link that delivered to a node of the admin's ``drain-publishers`` in this read
+        (:attr:`BrokerConnection.drain_due`) to drain: its whole credit again, in a flow that sets drain (2.6.7: the
+        receiver sets the drain flag as it likes). The answer, its credit used up, is left as it is: the link gets
+        no credit again (a receiver may withhold credit, 2.6.7)."""
+        for link in connection.drain_due:
+            if link.state & Endpoint.LOCAL_ACTIVE:
+                link.drain_mode = True  # the flow goes out with drain set
+                link.flow(self.credit_for(link) - link.credit)
         connection.drain_due.clear()
 
     def credit_for(self, link: Link) -> int:
@@ -244,16 +248,6 @@ class Broker(UmRules):
         whose publishers get one credit at a time (admin provocation; 2.6.7 lets a receiver set the credit as it
         likes)."""
         return 1 if (link.remote_target.address or "") in self.single_credit else self.publisher_credit
-
-    def _on_pn_link_flow(self, connection: BrokerConnection, event: Event) -> None:
-        """A publisher asked to drain (admin provocation ``drain-publishers``) that answered, its credit used up:
-        the link leaves drain mode and is given its credit again (2.6.7: the receiver sets the drain flag and the
-        credit as it likes)."""
-        link = event.link
-        if link.is_receiver and link.drain_mode and link.credit == 0 and link.state & Endpoint.LOCAL_ACTIVE \
-                and (link.remote_target.address or "") in self.drains_publishers:
-            link.drain_mode = False
-            link.flow(self.credit_for(link))
 
     def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
         conn = event.connection
