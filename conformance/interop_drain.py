@@ -136,23 +136,29 @@ def receiver_drain(wire: DrainWire) -> dict[str, Any]:
     it), ``after_end`` (:attr:`DrainWire.after_end`: those begun after its flow said the credit was used up),
     ``deliveries`` (all it began on the link, :attr:`DrainWire.deliveries`) and the broker's answer
     (:meth:`DrainWire.answer`): its ``link-credit`` and ``delivery-count`` as typed on the wire, its ``drain`` field,
-    and ``unused``: the credit the answer left neither used by a transfer nor advanced through (the request's credit
-    less how far the answer's delivery-count moved from the request's, in serial arithmetic, 2.8.7); those are
-    absent when the broker sent no flow after the request."""
+    and ``unused`` (:func:`answer_fields`); those are absent when the broker sent no flow after the request."""
     if wire.asked is None:  # no drain flow: what the broker sent on the link, nothing asked of it
         return {"asked": None, "transfers": 0, "after_end": 0, "deliveries": wire.deliveries}
     asked = wire.asked.fields.get("link-credit")
     seen: dict[str, Any] = {"asked": asked, "transfers": len(wire.transfers), "after_end": wire.after_end,
                             "deliveries": wire.deliveries}
     answer = wire.answer()
-    if answer is None:
-        return seen
+    return seen if answer is None else {**seen, **answer_fields(wire.asked, answer)}
+
+
+def answer_fields(request: Frame, answer: Frame) -> dict[str, Any]:
+    """What a drain's answer says, for the observations of either end's drain: its ``link-credit`` and
+    ``delivery-count`` as typed on the wire, its ``drain`` field, and ``unused``: the credit the answer left neither
+    used by a transfer nor advanced through, the request's delivery-count plus its link-credit less the answer's
+    delivery-count, in serial arithmetic (2.8.7), negative for a count moved beyond the credit; ``unused`` is absent
+    when a count or the credit is not on the wire."""
     fields = answer.fields
-    seen.update({"link-credit": fields.get("link-credit"), "delivery-count": fields.get("delivery-count"),
-                 "drain": fields.get("drain")})
-    start, end = wire.asked.fields.get("delivery-count"), fields.get("delivery-count")
-    if isinstance(asked, int) and isinstance(start, int) and isinstance(end, int):
-        seen["unused"] = int(asked) - (int(end) - int(start)) % MODULUS
+    seen = {"link-credit": fields.get("link-credit"), "delivery-count": fields.get("delivery-count"),
+            "drain": fields.get("drain")}
+    credit, start, end = request.fields.get("link-credit"), request.fields.get("delivery-count"), seen["delivery-count"]
+    if isinstance(credit, int) and isinstance(start, int) and isinstance(end, int):
+        left = (int(start) + int(credit) - int(end)) % MODULUS
+        seen["unused"] = left - MODULUS if left >= MODULUS // 2 else left
     return seen
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.sequence import MODULUS
 
+from .interop_drain import answer_fields
 from .interop_links import link_frames
 from .interop_observe import ConnectionFrames
 
@@ -84,23 +84,12 @@ def sender_drain(wire: SenderDrainWire) -> dict[str, Any] | None:
     """The observation ``sender_drain``: None when the broker never asked the sending client to drain; else
     ``asked`` (the link-credit the broker's request gave), ``transfers`` and ``after_answer``
     (:class:`SenderDrainWire`), ``answered`` (:attr:`SenderDrainWire.answered`) and the client's answer
-    (:meth:`SenderDrainWire.answer`): its ``link-credit`` and ``delivery-count`` as typed on the wire, its ``drain``
-    field, and ``unused``: the credit the answer left neither sent on nor advanced through (the request's
-    delivery-count plus its link-credit, less the answer's delivery-count, in serial arithmetic, 2.8.7: negative for
-    a count moved beyond the credit); those are absent when the client wrote no flow after the request."""
+    (:meth:`SenderDrainWire.answer`): its ``link-credit``, ``delivery-count``, ``drain`` and ``unused``
+    (:func:`.interop_drain.answer_fields`); those are absent when the client wrote no flow after the request."""
     if wire.asked is None:
         return None
     asked = wire.asked.fields.get("link-credit")
     seen: dict[str, Any] = {"asked": asked, "transfers": wire.transfers, "after_answer": wire.after_answer,
                             "answered": wire.answered}
     answer = wire.answer()
-    if answer is None:
-        return seen
-    fields = answer.fields
-    seen.update({"link-credit": fields.get("link-credit"), "delivery-count": fields.get("delivery-count"),
-                 "drain": fields.get("drain")})
-    start, end = wire.asked.fields.get("delivery-count"), fields.get("delivery-count")
-    if isinstance(asked, int) and isinstance(start, int) and isinstance(end, int):
-        left = (int(start) + int(asked) - int(end)) % MODULUS
-        seen["unused"] = left - MODULUS if left >= MODULUS // 2 else left
-    return seen
+    return seen if answer is None else {**seen, **answer_fields(wire.asked, answer)}
