@@ -17,8 +17,7 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame
 
 from .interop_drain import answer_fields
-from .interop_links import link_frames
-from .interop_observe import ConnectionFrames
+from .interop_links import WireLink, link_frames
 
 
 @dataclass(frozen=True)
@@ -51,17 +50,17 @@ def _used_up(flow: Frame) -> bool:
     return flow.fields.get("link-credit") == 0
 
 
-def sender_drain_wire(connection: ConnectionFrames) -> SenderDrainWire:
-    """The broker's last drain request on ``connection``'s row link (:attr:`ConnectionFrames.row_link`, the sending
-    client's) and what the client wrote after it, up to either end's detach (:func:`.interop_links.link_frames`)."""
-    link = connection.row_link
+def sender_drain_wire(frames: list[Frame], link: WireLink | None) -> SenderDrainWire:
+    """The broker's last drain request on the sending client's row ``link`` (:attr:`.ConnectionFrames.row_link`, or
+    :meth:`.ConnectionLinks.of_role` while the connection is live) and what the client wrote after it, among its
+    connection's ``frames``, up to either end's detach (:func:`.interop_links.link_frames`)."""
     if link is None:
         return SenderDrainWire(None)
     asked: Frame | None = None
     flows: list[Frame] = []
     transfers = after_answer = 0
     continuing = answered = beyond = False  # beyond: answered, and no flow of the broker's gave credit since
-    for frame in link_frames(connection.frames, link):
+    for frame in link_frames(frames, link):
         fields = frame.fields
         if frame.direction == "in" and frame.performative == "flow":
             if fields.get("drain") and fields.get("link-credit"):  # a request: what came before it answered another
