@@ -23,7 +23,8 @@ from .interop_observe import ConnectionFrames
 @dataclass(frozen=True)
 class DrainWire:
     """The row's receiving link's drain on the wire: the client's first flow for it that set drain (None: it
-    never asked), the broker's flows for it after that one, and the first transfer of each delivery the broker
+    never asked), the broker's flows for it after that one (but those it wrote before the request reached it,
+    :func:`drain_wire`), and the first transfer of each delivery the broker
     began on it after that one, in order; ``after_end``: how many of those it began after a flow of its own that
     said its link-credit was 0 (the drain's end) and before a flow of the client's gave credit again: beyond the
     credit; ``begun_ns``: when each delivery the broker began on the link reached the relay, in order, before the
@@ -46,22 +47,22 @@ class DrainWire:
         return len(self.begun_ns)
 
     def answer(self) -> Frame | None:
-        """The broker's flow that ended the drain: its first after the request with link-credit 0, else its last
-        (what it said instead), else None."""
+        """The broker's flow that ended the drain: its first after the request that used the request's credit up
+        (:func:`ends_drain`), else its last (what it said instead), else None."""
         last = self.broker_flows[-1] if self.broker_flows else None
-        return next((f for f in self.broker_flows if _ends_drain(f)), last)
+        return next((f for f in self.broker_flows if self.asked is not None and ends_drain(f, self.asked)), last)
 
     def credit_used_up_by(self, t_ns: int) -> bool:
         """Whether the broker's frames that had reached the relay by ``t_ns`` had used the drain's credit up: a flow
-        with link-credit 0, or deliveries that took the broker's delivery-count (its attach's initial-delivery-count
-        and one a delivery begun, 2.6.7) to the end of the credit the request gave (its delivery-count and
-        link-credit, in serial arithmetic, 2.8.7). Deliveries begun before the request count too: a library that
-        grants credit in one flow and drains in a second may be sent the messages on the first, and its drain flow,
-        crossing them, then states credit they already used. Without the counts on the wire, as many deliveries
-        begun after the request as it gave credit."""
+        that says so (:func:`ends_drain`), or deliveries that took the broker's delivery-count (its attach's
+        initial-delivery-count and one a delivery begun, 2.6.7) to the end of the credit the request gave (its
+        delivery-count and link-credit, in serial arithmetic, 2.8.7). Deliveries begun before the request count too:
+        a library that grants credit in one flow and drains in a second may be sent the messages on the first, and
+        its drain flow, crossing them, then states credit they already used. Without the counts on the wire, as many
+        deliveries begun after the request as it gave credit."""
         if self.asked is None:
             return False
-        if any(_ends_drain(f) and f.t_ns <= t_ns for f in self.broker_flows):
+        if any(ends_drain(f, self.asked) and f.t_ns <= t_ns for f in self.broker_flows):
             return True
         return self._used_up(self.asked, t_ns)
 
@@ -87,17 +88,43 @@ class DrainWire:
         return sum(1 for begun in self.begun_ns if request.t_ns < begun <= t_ns) >= credit
 
 
-def _ends_drain(flow: Frame) -> bool:
-    """Whether a flow of the broker's says the drain's credit is used up (link-credit 0, 2.6.7)."""
+def ends_drain(flow: Frame, request: Frame) -> bool:
+    """Whether ``flow``, the sender's, says the credit the receiver's ``request`` gave is used up (AMQP 1.0 2.6.7):
+    its delivery-count has reached the request's delivery-count plus its link-credit (serial, 2.8.7), so that the
+    credit it has left is 0. A flow the sender wrote before the request reached it (2.7.4 lets it send its state at
+    any time, and it may cross the request) states an older delivery-limit, and does not end the drain whatever
+    link-credit it says. Without the counts on the wire, a flow with link-credit 0."""
+    count, start, credit = (flow.fields.get("delivery-count"), request.fields.get("delivery-count"),
+                            request.fields.get("link-credit"))
+    if isinstance(count, int) and isinstance(start, int) and isinstance(credit, int):
+        return (int(count) - int(start) - int(credit)) % MODULUS < MODULUS // 2
     return flow.fields.get("link-credit") == 0
+
+
+def delivery_limit(flow: Frame, initial: int | None) -> int | None:
+    """The delivery-limit ``flow`` states (AMQP 1.0 2.6.7: delivery-count plus link-credit, serial), its
+    delivery-count taken as the sender's ``initial`` where the flow has none (a receiver's that had not the
+    sender's attach); None when a count or the credit is not to be had."""
+    count, credit = flow.fields.get("delivery-count"), flow.fields.get("link-credit")
+    count = initial if count is None else count
+    if not isinstance(count, int) or not isinstance(credit, int):
+        return None
+    return (int(count) + int(credit)) % MODULUS
 
 
 def drain_wire(connection: ConnectionFrames) -> DrainWire:
     """The drain of ``connection``'s row link (:attr:`ConnectionFrames.row_link`, the receiving client's): its frames
-    up to either end's detach (:func:`.interop_links.link_frames`)."""
+    up to either end's detach (:func:`.interop_links.link_frames`). A flow of the broker's after the request that
+    does not set drain and states a delivery-limit the client had set before the request (or the link's with no
+    credit given) may have been written before the request reached the broker (2.7.4: a sender states its flow at
+    any time, its drain field its actual drain mode, and the flow may cross the request): it says nothing of the
+    drain, and is left out of :attr:`DrainWire.broker_flows`. (Before the request no flow of the client's set
+    drain, so such a flow says drain false; once it has read the request, a sender's flow says drain true.)"""
     link = connection.row_link
     if link is None or link.client_attach is None:
         return DrainWire(None, [], [])
+    initial = link.broker_attach.fields.get("initial-delivery-count") if link.broker_attach is not None else None
+    earlier: set[int | None] = {initial}  # the limits the broker may have known before the request: none given...
     asked: Frame | None = None
     flows: list[Frame] = []
     transfers: list[Frame] = []
@@ -112,11 +139,15 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                 client_flows.append(frame)
             if asked is None and frame.performative == "flow" and frame.fields.get("drain"):
                 asked = frame
+            elif asked is None and frame.performative == "flow":
+                earlier.add(delivery_limit(frame, initial))  # ... or any the client gave before the request
             elif frame.performative == "flow" and frame.fields.get("link-credit"):
                 ended = False  # credit given again
         else:
             if frame.performative == "flow" and asked is not None:
-                ended = ended or _ends_drain(frame)
+                if not frame.fields.get("drain") and delivery_limit(frame, None) in earlier - {None}:
+                    continue  # may have been written before the request reached the broker
+                ended = ended or ends_drain(frame, asked)
                 flows.append(frame)
             elif frame.performative == "transfer":
                 if not continuing:
@@ -125,7 +156,6 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                         transfers.append(frame)
                         after_end += ended
                 continuing = bool(frame.fields.get("more"))
-    initial = link.broker_attach.fields.get("initial-delivery-count") if link.broker_attach is not None else None
     return DrainWire(asked, flows, transfers, after_end, tuple(begun), initial, tuple(client_flows))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 
-from .interop_drain import answer_fields
+from .interop_drain import answer_fields, ends_drain
 from .interop_links import WireLink, link_frames
 
 
@@ -35,19 +35,16 @@ class SenderDrainWire:
     after_answer: int = 0
 
     def answer(self) -> Frame | None:
-        """The client's flow that answered: its first after the request stating link-credit 0 (the credit used up),
-        else its last after the request (what it said instead), else None."""
+        """The client's flow that answered: its first after the request that says the request's credit is used up
+        (:func:`.interop_drain.ends_drain`), else its last after the request (what it said instead), else None."""
         last = self.client_flows[-1] if self.client_flows else None
-        return next((f for f in self.client_flows if _used_up(f)), last)
+        return next((f for f in self.client_flows if self.asked is not None and ends_drain(f, self.asked)), last)
 
     @property
     def answered(self) -> bool:
-        """Whether a flow of the client's after the request said its credit was used up (link-credit 0)."""
-        return any(_used_up(f) for f in self.client_flows)
-
-
-def _used_up(flow: Frame) -> bool:
-    return flow.fields.get("link-credit") == 0
+        """Whether a flow of the client's after the request said the request's credit was used up
+        (:func:`.interop_drain.ends_drain`)."""
+        return self.asked is not None and any(ends_drain(f, self.asked) for f in self.client_flows)
 
 
 def sender_drain_wire(frames: list[Frame], link: WireLink | None) -> SenderDrainWire:
@@ -69,7 +66,7 @@ def sender_drain_wire(frames: list[Frame], link: WireLink | None) -> SenderDrain
                 beyond = False  # credit given again: a delivery after it is within credit
         elif frame.direction == "out" and asked is not None and frame.performative == "flow":
             flows.append(frame)
-            if _used_up(frame):
+            if ends_drain(frame, asked):
                 answered = beyond = True
         elif frame.direction == "out" and frame.performative == "transfer":
             if not continuing and asked is not None:

@@ -54,6 +54,14 @@ def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
             "limit": limit, "drain": fields.get("drain")}
 
 
+def before_our_credit(frame: Frame, initial: int) -> bool:
+    """Whether the broker's flow ``frame`` states the link as it was before our credit reached it: its delivery-limit
+    (:func:`flow_seen`) is 0, a link given no credit that has sent nothing. AMQP 1.0 2.7.4 lets a sender send its flow
+    state at any time, so one written just before our flow reached it crosses ours and says nothing of our credit:
+    it is as if it had come before our flow."""
+    return (flow_seen(frame, initial) or {}).get("limit") == 0
+
+
 def over_stated_credit(frames: list[Frame], handle: int, initial: int, limit: int) -> int:
     """How many deliveries the broker began on its link ``handle`` (in ``frames``, after our credit) beyond the
     link-credit its own last flow state before them stated (AMQP 1.0 2.6.7: link-credit is what the sender may still
@@ -77,7 +85,8 @@ def over_stated_credit(frames: list[Frame], handle: int, initial: int, limit: in
 
 def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observes ``before_credit`` (bodies sent while the link had no credit), ``delivered`` (bodies sent
-    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, or None) and
+    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, but one written
+    before the credit reached it, :func:`before_our_credit`; or None) and
     ``over_stated_credit`` (:func:`over_stated_credit`)."""
     peer, session = open_session(ctx, "consumer")
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)
@@ -98,8 +107,9 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     expected = min(credit, given["messages"])
 
     def flow_frame() -> Frame | None:
-        flows = [f for f in peer.frames[since:]
-                 if f.direction == "in" and f.performative == "flow" and f.fields.get("handle") == handle]
+        """The broker's last flow on the link written after our credit reached it (:func:`before_our_credit`)."""
+        flows = [f for f in peer.frames[since:] if f.direction == "in" and f.performative == "flow"
+                 and f.fields.get("handle") == handle and not before_our_credit(f, initial)]
         return flows[-1] if flows else None
 
     def answered() -> bool:

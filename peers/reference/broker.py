@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from proton import Condition, Delivery, Endpoint, Event, Link, Terminus, symbol
 
 from ..engine import CapturingEngine, delivery_tag
-from ..frames import Frame
+from ..frames import Frame, FrameSplitter
 from .guard import Violation
 from .outcomes import Modification, give_provoked, redelivery_bytes
 from .sasl import SaslServer
@@ -128,6 +128,13 @@ class BrokerConnection:
         """Move what proton has to send into the write buffer now (its frames are captured as they leave)."""
         if self.sasl.done:
             self._out += self.engine.data_to_send()
+
+    def write_outside_proton(self, frame: bytes) -> None:
+        """Write ``frame`` (one whole frame's bytes, made outside proton) after whatever proton has ready, so the wire
+        keeps the order the broker wrote in; it is captured as the broker's like proton's frames."""
+        self.take_output()
+        self._out += frame
+        self.engine.capture(FrameSplitter("out").feed(frame)[0])
 
     def data_to_send(self) -> bytes:
         """Everything waiting to be written to the client."""
@@ -476,6 +483,11 @@ class Broker(UmRules):
                         consumer.outstanding[delivery_tag(delivery)] = Outstanding(consumer.node, consumer.subscription,
                                                                          message)
                 self.finish_drain(link)
+
+    def due_in(self) -> float | None:
+        """Seconds until the broker next acts by time rather than on input (None: it never does, as the reference
+        never does): the server wakes by then, and its idle probe is unsure until then."""
+        return None
 
     def finish_drain(self, link: Link) -> None:
         """``link`` (a consumer's, nothing left to send it) uses up the credit left when its receiver asked it to

@@ -10,15 +10,18 @@ to run (the mutation run's last pass).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
-from proton import Endpoint, Event
+from proton import Endpoint, Event, Link
 
 from ..frames import Frame
 from .accounts import ClientCertificate, OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
 from .mutants import Mutant, RewritingConnection
 from .router import Router
+from .stated_flow import SenderFlowStates
 from .wrapping_counts import CountsNearWrap, RouterCountsNearWrap, WrappingConnection
 
 HIDDEN_LINKS = 3  # link endpoints each session of the variant holds before any of the client's
@@ -176,22 +179,102 @@ class RouterDrainsPublishers(DrainsPublishers, Router):
     """The router mode of :class:`DrainsPublishers`."""
 
 
+def state_flows(connection: BrokerConnection) -> BrokerConnection:
+    """``connection``, set to write the broker's flow state for one of its sending links just before it reads each
+    flow the client sends for that link (:class:`.stated_flow.SenderFlowStates`): the delivery-count, the credit
+    left of the client's last grant, drain as the client last set it, as proton's numbers have them (a connection
+    that renumbers on the way out renumbers it too)."""
+    states = SenderFlowStates()
+    connection.engine.listeners.append(states.note)
+    read = connection.inbound
+
+    def inbound(frame: Frame) -> Frame:
+        stated = states.flow_before(frame)
+        if stated is not None:
+            connection.write_outside_proton(stated)
+        return read(frame)
+
+    connection.inbound = inbound  # type: ignore[method-assign]
+    return connection
+
+
+class StatesFlowBeforeReading(Broker):
+    """States its flow for a consumer's link just before it reads each flow the client sends for it (AMQP 1.0
+    2.6.7, 2.7.4: a sender may send its flow state at any time). The state is the one before the client's flow:
+    a drain's request or a grant of credit crosses a flow that does not know of it yet, as it would on any network
+    where the broker wrote its state a moment earlier. A row that takes any flow of the broker's after a request
+    for its answer, or the broker's last flow for one that knew of the client's credit, FAILs this variant."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection that states the broker's flow before it reads each of the client's."""
+        return state_flows(BrokerConnection(self, peer_name))
+
+
+class RouterStatesFlowBeforeReading(StatesFlowBeforeReading, Router):
+    """The router mode of :class:`StatesFlowBeforeReading`."""
+
+
+DRAIN_ANSWER_DELAY_S = 0.05  # how long AnswersDrainsLate lets a drain it has nothing to send for wait
+
+
+class AnswersDrainsLate(Broker):
+    """Answers a consumer's drain :data:`DRAIN_ANSWER_DELAY_S` after it first finds nothing to send for it: the flow
+    that uses the credit up comes that much later (AMQP 1.0 2.6.7 sets no time for it; messages stored meanwhile
+    go on the credit as usual). A client that tells a drain ended before that flow comes is told apart from one that
+    waits for it, which an answer in the same write as the request's other frames cannot show."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.drains_waiting: dict[Link, float] = {}  # a consumer's link -> when its drain was first found unanswered
+
+    def finish_drain(self, link: Link) -> None:
+        """The drain is answered once it has waited :data:`DRAIN_ANSWER_DELAY_S`."""
+        if _drain_unanswered(link):
+            asked = self.drains_waiting.setdefault(link, time.monotonic())
+            if time.monotonic() < asked + DRAIN_ANSWER_DELAY_S:
+                return
+        self.drains_waiting.pop(link, None)
+        super().finish_drain(link)
+
+    def due_in(self) -> float | None:
+        """Seconds until the first waiting drain is to be answered (a link's drain answered otherwise, or ended, or
+        on a connection the broker has dropped, no longer waits)."""
+        served = {connection.engine.connection for connection in self.connections}
+        for link in [link for link in self.drains_waiting
+                     if not _drain_unanswered(link) or link.connection not in served]:
+            del self.drains_waiting[link]
+        if not self.drains_waiting:
+            return None
+        return max(0.0, min(self.drains_waiting.values()) + DRAIN_ANSWER_DELAY_S - time.monotonic())
+
+
+def _drain_unanswered(link: Link) -> bool:
+    """Whether ``link``, a consumer's, has credit left that its receiver asked it to drain, and is open."""
+    return bool(link.credit > 0 and link.drain_mode and link.state & Endpoint.LOCAL_ACTIVE
+                and not link.state & Endpoint.REMOTE_CLOSED)
+
+
+class RouterAnswersDrainsLate(AnswersDrainsLate, Router):
+    """The router mode of :class:`AnswersDrainsLate`."""
+
+
 class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, DrainsPublishers,
-                       OneAccount):
+                       AnswersDrainsLate, OneAccount):
     """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
-    withheld credit granted and revoked, each publisher asked to drain its first credit, max-frame-size 512,
-    transfers and deliveries numbered from 4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only
-    (:mod:`.accounts`). A mutant of the
+    withheld credit granted and revoked, each publisher asked to drain its first credit, its flow stated before it
+    reads each of a consumer's, a consumer's drain answered late, max-frame-size 512, transfers and deliveries
+    numbered from 4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only (:mod:`.accounts`). A mutant of the
     reference that no row catches against the reference may break a guarantee only where the reference's own
     choices hide it; ``scripts/mutation.py`` runs the survivors against this variant too."""
 
     least_max_frame_size = True
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection that hides the hidden links' and sessions' frames, numbers from near the wrap (and offers
-        max-frame-size 512)."""
+        """A connection that hides the hidden links' and sessions' frames, numbers from near the wrap, states the
+        broker's flow before it reads each of a consumer's (and offers max-frame-size 512)."""
         rewriters = (_without_hidden_attach, _without_hidden_sessions())
-        connection = WrappingConnection(self, peer_name, keep=lambda frame: bool(_through_all(rewriters, frame)))
+        connection = state_flows(WrappingConnection(self, peer_name,
+                                                    keep=lambda frame: bool(_through_all(rewriters, frame))))
         return offer_least_max_frame_size(connection) if self.least_max_frame_size else connection
 
 
@@ -253,14 +336,21 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-drains-publishers", "sets drain on the credit it gives each publisher, and gives it again once "
            "the publisher has drained it", "keeps every guarantee (AMQP 1.0 2.6.7: the receiver sets the drain flag "
            "as it likes)", DrainsPublishers),
+    Mutant("variant-states-flow-before-reading", "states its flow for a consumer's link just before it reads each "
+           "flow the client sends for it, as it stood before that flow", "keeps every guarantee (AMQP 1.0 2.6.7, "
+           "2.7.4: a sender may send its flow state at any time; a flow written before the client's request reached "
+           "it does not know of the request)", StatesFlowBeforeReading),
+    Mutant("variant-answers-drains-late", f"answers a consumer's drain {DRAIN_ANSWER_DELAY_S:g} s after it finds "
+           "nothing to send for it", "keeps every guarantee (AMQP 1.0 2.6.7: the sender answers a drain once it has "
+           "sent what it has, at no set time)", AnswersDrainsLate),
     Mutant("variant-one-account", "has one account: PLAIN takes only its password, ANONYMOUS is not offered",
            "keeps every guarantee (AMQP 1.0 5.3.3.1: the server chooses the mechanisms it offers)", OneAccount),
     Mutant("variant-client-certificate", "is served over TLS, verifies the client's certificate and offers SASL "
            "EXTERNAL first", "keeps every guarantee (AMQP 1.0 5.2: TLS; 5.3.3.1: the server chooses the mechanisms "
            "it offers)", ClientCertificate),
     Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
-           f"time, withheld credit revoked, max-frame-size {MIN_MAX_FRAME_SIZE}, counts from 4294967294 and one "
-           "account, all at once",
+           f"time, withheld credit revoked, publishers drained, flow stated before reading, drains answered late, "
+           f"max-frame-size {MIN_MAX_FRAME_SIZE}, counts from 4294967294 and one account, all at once",
            "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.7.1, 2.8.7, 5.3.3.1)", EveryChoiceOther),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
@@ -278,11 +368,17 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            RouterCountsNearWrap, broker_name="reference-router"),
     Mutant("variant-router-drains-publishers", "the router sets drain on the credit it gives each producer",
            "keeps every guarantee (AMQP 1.0 2.6.7)", RouterDrainsPublishers, broker_name="reference-router"),
+    Mutant("variant-router-states-flow-before-reading", "the router states its flow for a consumer's link just "
+           "before it reads each flow the client sends for it", "keeps every guarantee (AMQP 1.0 2.6.7, 2.7.4)",
+           RouterStatesFlowBeforeReading, broker_name="reference-router"),
+    Mutant("variant-router-answers-drains-late", f"the router answers a consumer's drain {DRAIN_ANSWER_DELAY_S:g} s "
+           "after it finds nothing to send for it", "keeps every guarantee (AMQP 1.0 2.6.7)", RouterAnswersDrainsLate,
+           broker_name="reference-router"),
     Mutant("variant-router-one-account", "the router has one account: PLAIN takes only its password",
            "keeps every guarantee (AMQP 1.0 5.3.3.1)", RouterOneAccount, broker_name="reference-router"),
     Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
-           f"{HIDDEN_SESSIONS}, one credit at a time, withheld credit revoked, counts from 4294967294 and one "
-           "account, all at once",
+           f"{HIDDEN_SESSIONS}, one credit at a time, withheld credit revoked, publishers drained, flow stated before "
+           "reading, drains answered late, counts from 4294967294 and one account, all at once",
            "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.8.7, 5.3.3.1)", RouterEveryChoiceOther,
            broker_name="reference-router"),
 )}

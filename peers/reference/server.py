@@ -31,6 +31,7 @@ MAX_METERS = 10_000
 # socket with unread input resets the connection (RFC 1122 4.2.2.13), and the reset can destroy the close frame the
 # client has not read yet; so the server shuts its sending side and reads on to the client's EOF (a lingering close)
 LINGER_S = 2.0
+IDLE_PASS_S = 0.5  # the longest the loop waits for input before a pass of its own (proton's idle time-outs)
 
 
 @dataclass
@@ -123,7 +124,8 @@ class ReferenceServer:
         """Serve until :meth:`stop` is called."""
         try:
             while not self._stopping:
-                ready = self._selector.select(timeout=0.5)
+                due = self.broker.due_in()
+                ready = self._selector.select(timeout=IDLE_PASS_S if due is None else min(due, IDLE_PASS_S))
                 with self.broker.lock:  # one whole pass: the idle probe never sees it half done
                     for key, _ in ready:
                         self._on_ready(key)
@@ -214,6 +216,8 @@ class ReferenceServer:
             return False, []
         try:
             finished, idle = [], True
+            if self.broker.due_in() is not None:
+                return False, []  # the broker acts by time, not input: not idle until it has
             for connection in self._connections.values():
                 if getattr(connection, "hung", False) or _timed(connection):
                     return False, []  # a hung fault never finishes acting; idle time-outs act on time, not input
