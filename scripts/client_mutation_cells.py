@@ -4,7 +4,7 @@ mutmut for python-proton (scripts/client_mutation.py copies this file into its w
 ``AMQP_CLIENT_MUTATION_CLIENT`` (default python-proton).
 
 Each test runs the row's cells (``amqp-conformance interop --clients CLIENT --pairs same``) against the
-embedded reference broker, or its router mode for the router rows, and against two of its conformant variants
+embedded reference broker, or its router mode for the router rows, and against three of its conformant variants
 (``--reference-mutant``: :data:`BROKERS`), with both clients' shims running on the
 mutated copy of the library (:data:`LAUNCHERS`), and fails when a cell FAILs or ERRORs: a row caught the
 mutant. A cell the client's profile makes UNSUPPORTED, or a NON-STRICT its profile declares,
@@ -39,14 +39,17 @@ CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
 # broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and two
 # variants that make the choices the sources leave open otherwise (peers/reference/conformant_variants.py; a client
 # passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
-# a time, each publisher asked to drain its first credit, 512-byte frames, counts from 4294967294, one account) and a
-# small session incoming-window. A variant's
+# a time, each publisher asked to drain its first credit, a consumer's flow stated before each of its flows is read
+# and its drains answered late, 512-byte frames, counts from 4294967294, one account), a small session
+# incoming-window, and the crossed drains counted from 0 (every-choice's counts near the wrap hide them from a client
+# that counts its own receiving link's deliveries from 0, rhea). A variant's
 # profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
 BROKERS: dict[str, str | None] = {
     "reference": None,
     "reference-router": None,
     "reference~variant-every-choice": "variant-every-choice",
     "reference~variant-small-session-window": "variant-small-session-window",
+    "reference~variant-crosses-drains": "variant-crosses-drains",
 }
 if os.environ.get("AMQP_CLIENT_MUTATION_BROKERS"):
     BROKERS = {name: BROKERS[name] for name in os.environ["AMQP_CLIENT_MUTATION_BROKERS"].split(",")}

@@ -258,6 +258,18 @@ class RouterAnswersDrainsLate(AnswersDrainsLate, Router):
     """The router mode of :class:`AnswersDrainsLate`."""
 
 
+class CrossesDrains(AnswersDrainsLate):
+    """:class:`StatesFlowBeforeReading` and :class:`AnswersDrainsLate` at once, its counts from 0: a client's drain
+    request is crossed by a flow that does not know of it, and the answer comes a while after. Every-choice has both
+    too, but its counts near the wrap let a client that states its own delivery-count from 0 (rhea) read credit left
+    in the crossing flow; here the crossing flow says link-credit 0, and a client that takes it for the drain's end
+    tells the end before the answer reaches the relay."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection that states the broker's flow before it reads each of the client's."""
+        return state_flows(BrokerConnection(self, peer_name))
+
+
 class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, DrainsPublishers,
                        AnswersDrainsLate, OneAccount):
     """Every choice above made the other way at once: handles from 3, channels from 2, one credit at a time,
@@ -343,6 +355,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-answers-drains-late", f"answers a consumer's drain {DRAIN_ANSWER_DELAY_S:g} s after it finds "
            "nothing to send for it", "keeps every guarantee (AMQP 1.0 2.6.7: the sender answers a drain once it has "
            "sent what it has, at no set time)", AnswersDrainsLate),
+    Mutant("variant-crosses-drains", "states its flow before it reads each of a consumer's flows and answers "
+           f"drains {DRAIN_ANSWER_DELAY_S:g} s late, both at once", "keeps every guarantee (AMQP 1.0 2.6.7, 2.7.4)",
+           CrossesDrains),
     Mutant("variant-one-account", "has one account: PLAIN takes only its password, ANONYMOUS is not offered",
            "keeps every guarantee (AMQP 1.0 5.3.3.1: the server chooses the mechanisms it offers)", OneAccount),
     Mutant("variant-client-certificate", "is served over TLS, verifies the client's certificate and offers SASL "
