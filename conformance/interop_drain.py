@@ -22,16 +22,15 @@ from .interop_observe import ConnectionFrames
 
 @dataclass(frozen=True)
 class DrainWire:
-    """The row's receiving link's drain on the wire: the client's first flow for it that set drain (None: it
-    never asked), the broker's flows for it after that one (but those it wrote before the request reached it,
-    :func:`drain_wire`), and the first transfer of each delivery the broker
-    began on it after that one, in order; ``after_end``: how many of those it began after a flow of its own that
-    said its link-credit was 0 (the drain's end) and before a flow of the client's gave credit again: beyond the
-    credit; ``begun_ns``: when each delivery the broker began on the link reached the relay, in order, before the
-    request too (a library that grants the credit in one flow and drains in a second may be sent messages on the
-    first before the second reaches the broker); ``initial``: the initial-delivery-count of the broker's attach
-    (None where it gave none); ``client_flows``: the client's flows for the link, in order (with ``asked`` None,
-    what credit it gave, if any)."""
+    """The row's receiving link's drain on the wire: the client's first flow for it that set drain (None: it never
+    asked), the broker's flows for it after that one (but those that may predate the request, :func:`drain_wire`),
+    and the first transfer of each delivery the broker began on it after that one, in order; ``after_end``: how many
+    of those it began after a flow of its own that ended the drain (:func:`ends_drain`) and before a flow of
+    the client's gave credit again: beyond the credit; ``begun_ns``: when each delivery the broker began on the link
+    reached the relay, in order, before the request too (a library that grants the credit in one flow and drains in
+    a second may be sent messages on the first before the second reaches the broker); ``initial``: the
+    initial-delivery-count of the broker's attach (None where it gave none); ``client_flows``: the client's flows
+    for the link, in order (with ``asked`` None, what credit it gave, if any)."""
 
     asked: Frame | None
     broker_flows: list[Frame]

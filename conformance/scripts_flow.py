@@ -85,8 +85,8 @@ def over_stated_credit(frames: list[Frame], handle: int, initial: int, limit: in
 
 def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observes ``before_credit`` (bodies sent while the link had no credit), ``delivered`` (bodies sent
-    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit, but one written
-    before the credit reached it, :func:`before_our_credit`; or None) and
+    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit that was not
+    written before the credit reached it, :func:`before_our_credit`; or None) and
     ``over_stated_credit`` (:func:`over_stated_credit`)."""
     peer, session = open_session(ctx, "consumer")
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)

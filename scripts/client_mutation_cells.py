@@ -36,7 +36,7 @@ from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
 CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
-# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and two
+# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and three
 # variants that make the choices the sources leave open otherwise (peers/reference/conformant_variants.py; a client
 # passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
 # a time, each publisher asked to drain its first credit, a consumer's flow stated before each of its flows is read
