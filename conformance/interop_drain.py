@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.sequence import MODULUS
+from amqp_conformance.peers.sequence import MODULUS, serial_difference
 
 from .interop_links import link_frames
 from .interop_observe import ConnectionFrames
@@ -83,7 +83,7 @@ class DrainWire:
         start = request.fields.get("delivery-count")
         if isinstance(start, int) and isinstance(self.initial, int):
             reached = (int(self.initial) + sum(1 for begun in self.begun_ns if begun <= t_ns)) % MODULUS
-            return (reached - (int(start) + credit)) % MODULUS < MODULUS // 2
+            return serial_difference(reached, int(start) + credit) >= 0
         return sum(1 for begun in self.begun_ns if request.t_ns < begun <= t_ns) >= credit
 
 
@@ -96,7 +96,7 @@ def ends_drain(flow: Frame, request: Frame) -> bool:
     count, start, credit = (flow.fields.get("delivery-count"), request.fields.get("delivery-count"),
                             request.fields.get("link-credit"))
     if isinstance(count, int) and isinstance(start, int) and isinstance(credit, int):
-        return (int(count) - int(start) - int(credit)) % MODULUS < MODULUS // 2
+        return serial_difference(int(count), int(start) + int(credit)) >= 0
     return flow.fields.get("link-credit") == 0
 
 
@@ -123,7 +123,9 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
     if link is None or link.client_attach is None:
         return DrainWire(None, [], [])
     initial = link.broker_attach.fields.get("initial-delivery-count") if link.broker_attach is not None else None
-    earlier: set[int | None] = {initial}  # the limits the broker may have known before the request: none given...
+    # the delivery-limits the broker may have known before the request: the link's with none given, or any the
+    # client gave before the request
+    earlier: set[int] = {initial} if isinstance(initial, int) else set()
     asked: Frame | None = None
     flows: list[Frame] = []
     transfers: list[Frame] = []
@@ -139,12 +141,14 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
             if asked is None and frame.performative == "flow" and frame.fields.get("drain"):
                 asked = frame
             elif asked is None and frame.performative == "flow":
-                earlier.add(delivery_limit(frame, initial))  # ... or any the client gave before the request
+                limit = delivery_limit(frame, initial)
+                if limit is not None:
+                    earlier.add(limit)
             elif frame.performative == "flow" and frame.fields.get("link-credit"):
                 ended = False  # credit given again
         else:
             if frame.performative == "flow" and asked is not None:
-                if not frame.fields.get("drain") and delivery_limit(frame, None) in earlier - {None}:
+                if not frame.fields.get("drain") and delivery_limit(frame, None) in earlier:
                     continue  # may have been written before the request reached the broker
                 ended = ended or ends_drain(frame, asked)
                 flows.append(frame)
@@ -186,8 +190,7 @@ def answer_fields(request: Frame, answer: Frame) -> dict[str, Any]:
             "drain": fields.get("drain")}
     credit, start, end = request.fields.get("link-credit"), request.fields.get("delivery-count"), seen["delivery-count"]
     if isinstance(credit, int) and isinstance(start, int) and isinstance(end, int):
-        left = (int(start) + int(credit) - int(end)) % MODULUS
-        seen["unused"] = left - MODULUS if left >= MODULUS // 2 else left
+        seen["unused"] = serial_difference(int(start) + int(credit), int(end))
     return seen
 
 

@@ -11,6 +11,13 @@ MODULUS = 2 ** 32
 HALF = 2 ** 31  # RFC 1982 3.2: numbers this far apart or more are not ordered
 
 
+def serial_difference(later: int, earlier: int) -> int:
+    """``later`` less ``earlier`` in serial arithmetic (RFC 1982 over 32 bits): negative when ``later`` comes before
+    ``earlier``; a distance of 2**31, which RFC 1982 leaves unordered, counts as negative."""
+    distance = (later - earlier) % MODULUS
+    return distance if distance < HALF else distance - MODULUS
+
+
 def span_length(first: int, last: int) -> int:
     """How many numbers ``first..last`` holds, counting on from ``first`` (wrapping after 4294967295); 0 when
     ``last`` comes before ``first`` (a distance of 2**31 or more, which RFC 1982 leaves unordered)."""

@@ -239,6 +239,8 @@ class AnswersDrainsLate(Broker):
     def due_in(self) -> float | None:
         """Seconds until the first waiting drain is to be answered (a link's drain answered otherwise, or ended, or
         on a connection the broker has dropped, no longer waits)."""
+        if not self.drains_waiting:  # asked every pass of the server's loop: nothing to work out
+            return None
         served = {connection.engine.connection for connection in self.connections}
         for link in [link for link in self.drains_waiting
                      if not _drain_unanswered(link) or link.connection not in served]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from proton import uint
 
 from ..frames import Frame, described, encode_frame
-from ..sequence import MODULUS
+from ..sequence import MODULUS, serial_difference
 
 
 @dataclass
@@ -71,13 +71,9 @@ class SenderFlowStates:
         link = self._links.get((frame.channel, name)) if name is not None else None
         if session is None or link is None or session.next_incoming_id is None or name not in session.sender_handles:
             return None
-        credit = 0
-        if link.limit is not None:
-            left = (link.limit - link.delivery_count) % MODULUS
-            credit = left if left < MODULUS // 2 else 0
-        incoming_window = (session.window_edge - session.next_incoming_id) % MODULUS
-        if incoming_window >= MODULUS // 2:
-            incoming_window = 0  # the client sent beyond the window it was given: none is left
+        credit = 0 if link.limit is None else max(0, serial_difference(link.limit, link.delivery_count))
+        # below 0: the client sent beyond the window it was given, and none is left
+        incoming_window = max(0, serial_difference(session.window_edge, session.next_incoming_id))
         flow = described("flow", next_incoming_id=uint(session.next_incoming_id),
                          incoming_window=uint(incoming_window), next_outgoing_id=uint(session.next_outgoing_id),
                          outgoing_window=uint(session.outgoing_window), handle=uint(session.sender_handles[name]),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amqp_conformance.peers.sequence import in_span, span, span_length
+from amqp_conformance.peers.sequence import in_span, serial_difference, span, span_length
 
 
 def test_a_range_across_the_wrap_holds_the_top_numbers_and_those_from_zero():
@@ -23,3 +23,10 @@ def test_a_range_whose_last_comes_before_its_first_holds_nothing():
 
 def test_a_listing_stops_at_its_limit():
     assert span(4294967295, 9, limit=3) == [4294967295, 0, 1]
+
+
+def test_a_serial_difference_is_signed_and_counts_across_the_wrap():
+    assert serial_difference(1, 4294967295) == 2
+    assert serial_difference(4294967295, 1) == -2
+    assert serial_difference(7, 7) == 0
+    assert serial_difference(2 ** 31, 0) == -(2 ** 31)  # unordered (RFC 1982 3.2): not counted as later
