@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -68,6 +69,14 @@ public final class Shim {
     private static final Pattern CONDITION = Pattern.compile("(?s)^(.*) \\[condition = ([^\\]]*)\\]$");
     private static final String NO_DESCRIPTION = "Received error from remote peer without description";
     private static final long DEFAULT_TIMEOUT_MS = 10_000;
+    /**
+     * How long close waits for qpid-jms to tell that a link closed, where a send on it failed with an error its
+     * exception cannot tell apart from a rejected outcome. qpid-jms fails the waiting send first and then tells
+     * JmsConnectionListener.onProducerClosed from its connection executor; a connection closed before that task
+     * runs drops the notice (JmsConnection.onResourceClosed does nothing once closing), so an application that
+     * closes at once would never hear it, and whether the harness's close came first would be a race.
+     */
+    private static final long LINK_CLOSE_NOTICE_MS = 250;
 
     private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "shim-worker");
@@ -93,6 +102,10 @@ public final class Shim {
         final Session session;
         MessageProducer producer;
         MessageConsumer consumer;
+        /** A send on it failed with an error that may be the link's own (see LINK_CLOSE_NOTICE_MS). */
+        volatile boolean sendFailedUnclear;
+        /** Counted down when qpid-jms tells this link (or its session) closed. */
+        final CountDownLatch closeTold = new CountDownLatch(1);
 
         Link(String name, boolean sender, boolean presettle, Session session) {
             this.name = name;
@@ -450,6 +463,8 @@ public final class Shim {
             } catch (Exception e) {
                 r.add("remote_state", stateFromSendException(e));
                 r.addProperty("api", describe(e));
+                link.sendFailedUnclear = causeOf(e, ProviderDeliveryModifiedException.class) == null
+                        && causeOf(e, ProviderDeliveryReleasedException.class) == null;
             }
             r.add("remote_settled", JsonNull.INSTANCE);  // the JMS API does not say whether the peer settled
             r.add("locally_settled", JsonNull.INSTANCE); // nor whether qpid-jms settled it
@@ -654,6 +669,16 @@ public final class Shim {
         requireConnection();
         long timeout = timeout(cmd);
         JmsConnection c = connection;
+        long noticeDeadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.min(LINK_CLOSE_NOTICE_MS, timeout));
+        for (Link l : links.values()) {
+            if (l.sendFailedUnclear) {
+                try {
+                    l.closeTold.await(Math.max(0, noticeDeadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
         connection = null;
         links.clear();
         try {
@@ -734,6 +759,7 @@ public final class Shim {
         }
 
         private void closed(String scope, String link, Throwable cause, String api) {
+            Link closing = link == null ? null : links.get(link);
             JsonObject event = new JsonObject();
             event.addProperty("event", "error");
             event.addProperty("scope", scope);
@@ -741,6 +767,9 @@ public final class Shim {
             addCondition(event, cause == null ? null : cause.getMessage());
             event.addProperty("api", api + (cause == null ? "" : ": " + describe(cause)));
             write(event);
+            if (closing != null) {
+                closing.closeTold.countDown(); // after the event is written: close may go on
+            }
         }
     }
 
