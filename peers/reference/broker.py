@@ -486,7 +486,7 @@ class Broker(UmRules):
 
     def due_in(self) -> float | None:
         """Seconds until the broker next acts by time rather than on input (None: it never does, as the reference
-        never does): the server wakes by then, and its idle probe is unsure until then."""
+        never does): the server wakes by then, and its idle probe is unsure until then. Asked under :attr:`lock`."""
         return None
 
     def finish_drain(self, link: Link) -> None:

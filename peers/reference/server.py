@@ -122,9 +122,9 @@ class ReferenceServer:
 
     def serve_forever(self) -> None:
         """Serve until :meth:`stop` is called."""
+        due: float | None = None  # when the broker next acts by time, as the last pass left it
         try:
             while not self._stopping:
-                due = self.broker.due_in()
                 ready = self._selector.select(timeout=IDLE_PASS_S if due is None else min(due, IDLE_PASS_S))
                 with self.broker.lock:  # one whole pass: the idle probe never sees it half done
                     for key, _ in ready:
@@ -132,6 +132,7 @@ class ReferenceServer:
                     self.broker.dispatch()
                     self._flush_all(time.monotonic())
                     self._expire_lingering(time.monotonic())
+                    due = self.broker.due_in()
         except SystemExit:  # a fault variant (faults.py) ending the loop as a crash would: the thread just ends
             pass
         finally:
