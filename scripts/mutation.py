@@ -129,6 +129,14 @@ TRIAGE_CATEGORIES = {
 # 10.11 guide), or that no source speaks of it at all
 SOURCE_CITATION = re.compile(r"\b\d\.\d+(\.\d+)?\b|\bpart \d\b|\bseed 00\d\b|\b00\d_[0-9a-f]+|\bUM 10\.11\b|"
                              r"\bno source\b|\bnone of the catalogue's source documents\b", re.IGNORECASE)
+# mutmut bounds a mutant's run at (the tests' time + timeout_constant) x timeout_multiplier (15) of wall time (half its
+# CPU limit), the tests' time taken from their call phase alone. The catalogue's cases do their work in fixtures, so
+# that estimate is about 0 and mutmut's default constant (1 s) bounds every mutant's run at about 15 s: the whole
+# catalogue against the reference takes about 8 s, but against variant-every-choice about 16 s (its late drain
+# answers and stated flows), and two side by side take longer, so an unbroken mutant timed out there and was counted
+# killed (62 of 95 survivors in one pass, 4 Dec 2026). 5 s bounds a run at about 75 s: above any pass's whole
+# catalogue, and a mutant that hangs every case (2 s each) still ends as a time-out.
+TIMEOUT_CONSTANT_S = 5.0
 KILLED_STATUSES = {"killed", "timeout", "segfault", "suspicious"}
 RECORDER_MODULE = "amqp_mutation_recorder"  # a pytest plugin (-p) on mutmut's sys.path
 KILLS_PLUGIN = "mutation_kills"  # scripts/mutation_kills.py: which case failed against which mutant
@@ -417,6 +425,7 @@ def build_workdir(workdir: Path, modules: list[str], broker: str, variant: str |
     catalogue = ["--broker", broker, *(["--reference-mutant", variant] if variant else []), *plugins,
                  "--case-timeout", "2", *(["-k", tables] if tables else [])]
     config = {
+        "timeout_constant": TIMEOUT_CONSTANT_S,
         "source_paths": sources,
         "also_copy": ["amqp_conformance", f"{RECORDER_MODULE}.py", f"{KILLS_PLUGIN}.py",
                       *([GRID_TEST] if grid else [])],
