@@ -21,8 +21,8 @@ def serial_difference(later: int, earlier: int) -> int:
 def span_length(first: int, last: int) -> int:
     """How many numbers ``first..last`` holds, counting on from ``first`` (wrapping after 4294967295); 0 when
     ``last`` comes before ``first`` (a distance of 2**31 or more, which RFC 1982 leaves unordered)."""
-    distance = (last - first) % MODULUS
-    return distance + 1 if distance < HALF else 0
+    difference = serial_difference(last, first)
+    return difference + 1 if difference >= 0 else 0
 
 
 def in_span(number: int, first: int, last: int) -> bool:

@@ -461,10 +461,11 @@ public final class Shim {
                     r.addProperty("api", "MessageProducer.send() returned");
                 }
             } catch (Exception e) {
-                r.add("remote_state", stateFromSendException(e));
+                JsonElement state = stateFromSendException(e);
+                r.add("remote_state", state);
                 r.addProperty("api", describe(e));
-                link.sendFailedUnclear = causeOf(e, ProviderDeliveryModifiedException.class) == null
-                        && causeOf(e, ProviderDeliveryReleasedException.class) == null;
+                // a state only the delivery's outcome gives (modified, released) is not the link's error
+                link.sendFailedUnclear = !isState(state, "modified") && !isState(state, "released");
             }
             r.add("remote_settled", JsonNull.INSTANCE);  // the JMS API does not say whether the peer settled
             r.add("locally_settled", JsonNull.INSTANCE); // nor whether qpid-jms settled it
@@ -483,6 +484,11 @@ public final class Shim {
                 progress.reports.add(r);
             }
         }
+    }
+
+    /** Whether {@code state} (a report's remote_state) is a delivery state of {@code type}. */
+    private static boolean isState(JsonElement state, String type) {
+        return state.isJsonObject() && type.equals(state.getAsJsonObject().get("type").getAsString());
     }
 
     /** The delivery state a failed synchronous send's exception tells, or null where it tells none. */
@@ -669,7 +675,8 @@ public final class Shim {
         requireConnection();
         long timeout = timeout(cmd);
         JmsConnection c = connection;
-        long noticeDeadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.min(LINK_CLOSE_NOTICE_MS, timeout));
+        long noticeDeadline = System.nanoTime()
+                + TimeUnit.MILLISECONDS.toNanos(Math.min(LINK_CLOSE_NOTICE_MS, timeout));
         for (Link l : links.values()) {
             if (l.sendFailedUnclear) {
                 try {
