@@ -258,7 +258,7 @@ for line in sys.stdin:
     if op == "events":
         for n in range(2):
             print(json.dumps({"event": "tick", "n": n}), flush=True)
-            time.sleep(0.02)
+            time.sleep(0.2)
     if op == "garbage":
         print("this is not json", flush=True)
     elif op == "exit":
@@ -299,7 +299,9 @@ def test_events_before_a_reply_are_kept_in_order_with_their_arrival_time(fake):
     after = time.monotonic()
     assert [e.body for e in fake.events] == [{"event": "tick", "n": 0}, {"event": "tick", "n": 1}]
     assert before <= fake.events[0].at < fake.events[1].at <= after
-    assert fake.events[1].at - fake.events[0].at >= 0.015
+    # The shim writes them 200 ms apart. Stamped when read, they keep most of that gap even when a loaded machine
+    # wakes the reader late for the first; stamped when the reply came, they would have none.
+    assert fake.events[1].at - fake.events[0].at >= 0.1
 
 
 def test_a_line_that_is_not_json_is_an_error_quoting_it(fake):
