@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.sequence import MODULUS
+from amqp_conformance.peers.sequence import MODULUS, serial_difference
 
 from .interop_observe import ConnectionFrames
 
@@ -331,10 +331,10 @@ def _sent_count(link: _SendingLink, count: int | None, drain: bool) -> str | Non
         return ("states no delivery-count (AMQP 1.0 2.7.4: from the sending link endpoint it MUST be set to the "
                 "current delivery-count)")
     assert link.initial is not None
-    offset = (count - link.initial) % MODULUS
+    offset = serial_difference(count, link.initial)  # serial numbers (2.8.7)
     whole = link.started - link.continuing  # a delivery still being written may not be counted yet
-    if offset >= MODULUS // 2:  # before its initial value, in serial-number order (2.8.7)
-        return (f"states delivery-count {count}, {MODULUS - offset} before its attach's initial-delivery-count "
+    if offset < 0:
+        return (f"states delivery-count {count}, {-offset} before its attach's initial-delivery-count "
                 f"{link.initial} (AMQP 1.0 2.6.7: the delivery-count starts there and only counts on)")
     if offset < whole:
         return (f"states delivery-count {count}, {offset} past its attach's initial-delivery-count {link.initial}, "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from amqp_conformance.peers.sequence import MODULUS
+from amqp_conformance.peers.sequence import serial_difference
 from amqp_conformance.peers.shimrun.process import ShimReply
 
 from .interop_flow import deliveries_allowed
@@ -46,8 +46,8 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
             if frame.direction == "out":
                 count = frame.fields.get("delivery-count")
                 ours = own_handle is None or frame.fields["handle"] == own_handle
-                stated = None if count is None else (int(count) - initial) % MODULUS  # serial numbers (2.8.7)
-                if stated is not None and ours and counted < stated < MODULUS // 2:
+                stated = None if count is None else serial_difference(int(count), initial)  # serial numbers (2.8.7)
+                if stated is not None and ours and counted < stated:
                     counted, drained = stated, drained + stated - counted
                 continue
             limit = deliveries_allowed(frame.fields, initial)
