@@ -76,15 +76,15 @@ def test_over_tls_the_probe_counts_plaintext_as_the_peer_does(offered, tmp_path)
 def test_a_bounded_watch_outlasts_the_probe_and_the_quiet_time(offered):
     # a row's watch (Case.watch): a late effect is looked for by the clock, even from an idle broker
     server = offered()
-    with ScriptedPeer.connect(BrokerAddress("127.0.0.1", server.port), timeout=10, quiet=0.05, min_watch=0.4) as peer:
+    with ScriptedPeer.connect(BrokerAddress("127.0.0.1", server.port), timeout=10, quiet=0.05, min_watch=1.0) as peer:
         peer.open()
         start = time.monotonic()
         assert peer.pump(timeout=0.05) is False
-        assert time.monotonic() - start >= 0.4
+        assert time.monotonic() - start >= 1.0
         assert not peer.went_idle
         start = time.monotonic()  # a wait whose condition is met ends at once, watch or not
         assert peer.pump(lambda: True, timeout=5) is True
-        assert time.monotonic() - start < 0.2
+        assert time.monotonic() - start < 0.5  # well short of the watch, with room for a loaded machine
 
 
 def test_a_frame_that_never_comes_fails_at_once_and_says_why(offered):
