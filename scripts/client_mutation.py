@@ -4,7 +4,8 @@ One command, from a fresh clone (after ``pip install -e '.[dev]'``, which brings
 
     python scripts/client_mutation.py [--module _delivery ...] [--max-children N] [--out DIR] [--workdir DIR]
 
-(every module: about 25 min on 2 cores; ``--module _delivery`` alone about 1 min)
+(every module: more than an hour on 2 cores with the five brokers; ``--module _delivery`` alone a few minutes; a run
+stopped part way goes on from where it stopped with ``--resume``)
 
 The client grid (``amqp-conformance interop``, rows in ``conformance/interop_tables``) judges client libraries by
 the same rows as brokers. ``fixtures/tests/test_interop_grid.py`` shows it catching two broken clients written
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from mutation import (
     KILLED_STATUSES,
+    NOT_CHECKED,
     TRIAGE_DIR,
     MutantResult,
     TriageError,
@@ -118,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=2, help="mutants run at once")
     add_client_run_arguments(parser, CLIENT, "mutmut", "the mutants the last run kept in --workdir left alive "
                              "(survivors and unreached)")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on with a run that was stopped: run only the mutants the last run kept in --workdir "
+                             "left unchecked, against the grid as it is now; the statuses it reached stand")
     args = parser.parse_args(argv)
+    if args.resume and (args.survivors or args.report_only):
+        parser.error("--resume goes on with a stopped run; it cannot be combined with --survivors or --report-only")
     try:
         triage = load_triage(TRIAGE)
     except TriageError as exc:
@@ -130,16 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     kills = (args.workdir / "kills.jsonl").resolve()  # the kept run's: --survivors, --report-only read it, any --out
     env = {"AMQP_CLIENT_MUTATION_HITS": str(args.workdir / "hits.txt"),
            "AMQP_CLIENT_MUTATION_SHIMS": str(args.workdir / "shims")}
-    if args.report_only or args.survivors:
+    if args.report_only or args.survivors or args.resume:
         if not (args.workdir / "mutants").is_dir():
-            print(f"client mutation: no run kept in {args.workdir}; run without --report-only or --survivors first",
-                  file=sys.stderr)
+            print(f"client mutation: no run kept in {args.workdir}; run without --report-only, --survivors or "
+                  "--resume first", file=sys.stderr)
             return 2
-    if args.survivors:
-        names = [name for name, status in read_statuses(args.workdir).items()
-                 if module_of(name) in modules and status not in KILLED_STATUSES]
-        print(f"== client mutation: {len(names)} survivors and unreached of the last run, against the grid as it is "
-              "now", flush=True)
+    if args.survivors or args.resume:
+        names = [name for name, status in read_statuses(args.workdir).items() if module_of(name) in modules
+                 and (status == NOT_CHECKED if args.resume else status not in KILLED_STATUSES)]
+        which = "mutants the stopped run left unchecked" if args.resume else "survivors and unreached of the last run"
+        print(f"== client mutation: {len(names)} {which}, against the grid as it is now", flush=True)
         if names:
             build_shim(args.workdir)
             run_mutmut(args.workdir, kills, names=names, max_children=args.max_children, env=env)
@@ -150,11 +157,11 @@ def main(argv: list[str] | None = None) -> int:
         build_workdir(args.workdir, modules)
         run_mutmut(args.workdir, kills, max_children=args.max_children, env=env)
     statuses = {name: status for name, status in read_statuses(args.workdir).items() if module_of(name) in modules}
-    unchecked = sum(status == "not checked" for status in statuses.values())
+    unchecked = sum(status == NOT_CHECKED for status in statuses.values())
     if unchecked:
         print(f"client mutation: mutmut left {unchecked} of {len(statuses)} mutants unchecked (it stopped: see its "
               f"output above; a cell that fails without any mutant stops it while it collects which cell reaches "
-              f"which function)", file=sys.stderr)
+              f"which function); go on from there with --resume", file=sys.stderr)
         return 2
     first_kill = read_kills(kills)
     results = [MutantResult(name, module_of(name), status, first_kill.get(name), triage.get(name))

@@ -138,6 +138,7 @@ SOURCE_CITATION = re.compile(r"\b\d\.\d+(\.\d+)?\b|\bpart \d\b|\bseed 00\d\b|\b0
 # catalogue, and a mutant that hangs every case (2 s each) still ends as a time-out.
 TIMEOUT_CONSTANT_S = 5.0
 KILLED_STATUSES = {"killed", "timeout", "segfault", "suspicious"}
+NOT_CHECKED = "not checked"  # mutmut's status of a mutant a stopped run never came to
 RECORDER_MODULE = "amqp_mutation_recorder"  # a pytest plugin (-p) on mutmut's sys.path
 KILLS_PLUGIN = "mutation_kills"  # scripts/mutation_kills.py: which case failed against which mutant
 RECORDER = '''"""Written by scripts/mutation.py: credits the functions reached at session start to every case.
@@ -482,7 +483,7 @@ def merge_pass(statuses: dict[str, str], workdirs: dict[str, Path], found: dict[
     ``workdirs``): the first pass (``names`` None) gives every mutant of ``modules``; a later one, run over the
     survivors ``names``, replaces a status only with a kill, or where no case had reached the mutant before."""
     for name, status in found.items():
-        if module_of(name) not in modules or status == "not checked":
+        if module_of(name) not in modules or status == NOT_CHECKED:
             continue
         if names is None:
             statuses[name], workdirs[name] = status, run_dir
