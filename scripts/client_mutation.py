@@ -110,7 +110,8 @@ def build_shim(workdir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the mutation test of the client and print its figures; exit 1 when a survivor is untriaged or the
-    score is below the target, 2 for a malformed triage file or a ``--report-only`` with no run kept."""
+    score is below the target, 2 for a malformed triage file, a ``--report-only``, ``--survivors`` or ``--resume``
+    with no run kept, or a run that left mutants unchecked (``--resume`` goes on with it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", action="append", choices=MODULES,
                         help="mutate only this module of python-qpid-proton (repeatable; default: "
