@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 from pyspark.sql.types import StructType
 
+from .observed import named, observed_counts
 from .schema import (
     CORRUPT,
     FRAME_FIELDS,
@@ -348,17 +349,19 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: Sequence
         parsed = read_records(spark, frame_files, FRAME_LINE, FRAME_REQUIRED)
     else:
         parsed = parse_lines(read_lines(spark, frame_files, FRAME_LINE), FRAME_REQUIRED)
-    counted = Observation("frames")
+    observation = Observation("frames")
     good = F.col("problem").isNull()
-    frames = frames_table(parsed, runs_by_file(spark, frame_files, runs)).observe(
-        counted, F.count(F.col("problem")).alias("malformed"),
-        F.count(F.when(good & F.col("broker").isNull(), 1)).alias("orphans"),
-        F.count(F.when(good & F.col("broker").isNotNull(), 1)).alias("written"))
+    counts = {"malformed": F.count(F.col("problem")),
+              "orphans": F.count(F.when(good & F.col("broker").isNull(), 1)),
+              "written": F.count(F.when(good & F.col("broker").isNotNull(), 1))}
+    table = frames_table(parsed, runs_by_file(spark, frame_files, runs))
+    frames = table.observe(observation, *named(counts))
     frames.filter(good & F.col("broker").isNotNull()).drop("file", "problem").write.mode("overwrite") \
         .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
-    report.frames = int(counted.get["written"])
-    report.orphan_frames = int(counted.get["orphans"])
-    if counted.get["malformed"]:  # rare: read the text again, for line numbers
+    counted = observed_counts(observation, table, counts)
+    report.frames = counted["written"]
+    report.orphan_frames = counted["orphans"]
+    if counted["malformed"]:  # rare: read the text again, for line numbers
         lines = read_lines(spark, frame_files, FRAME_LINE)
         report.malformed = _collect_malformed(lines, parse_lines(lines, FRAME_REQUIRED))
     return report
@@ -377,10 +380,11 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     lines = read_lines(spark, result_files, RESULT_LINE)
     parsed = parse_lines(lines, RESULT_REQUIRED).persist(StorageLevel.MEMORY_AND_DISK)
     checked = Observation("result lines")
-    results = results_table(parsed.observe(checked, F.count(F.col("problem")).alias("malformed")))
+    malformed = {"malformed": F.count(F.col("problem"))}
+    results = results_table(parsed.observe(checked, *named(malformed)))
     # one job finds every run (its directories, broker, version, date and records) and counts the malformed lines
     run_rows = results.groupBy("run_id", "run_dir", "broker", "broker_version", "run_date").count().collect()
-    if checked.get["malformed"]:
+    if observed_counts(checked, parsed, malformed)["malformed"]:
         report.malformed += _collect_malformed(lines, parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
     order = {_plain_uri(f.rsplit("/", 1)[0]): i for i, f in enumerate(result_files)}
@@ -394,13 +398,14 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     read = sum(row["count"] for row in run_rows if owners[row["run_id"]] == row["run_dir"])
     # observed last in this plan (Spark Connect reports only a plan's last observation; `checked` is done)
     kept = Observation("results kept")
+    rows = {"n": F.count(F.lit(1))}
     # one shuffle by run, a task a core: the duplicates meet in it, and each task writes whole runs (adaptive
     # execution would pack these few rows into one task, which then writes every run's file alone)
     results = (results.repartition(task_slots(spark), "run_id")
-               .dropDuplicates(["run_id", "case_id", "expectation_set"]).observe(kept, F.count(F.lit(1)).alias("n")))
-    results.write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
+               .dropDuplicates(["run_id", "case_id", "expectation_set"]))
+    results.observe(kept, *named(rows)).write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
         .partitionBy(*PARTITIONS).parquet(_join(warehouse, RESULTS))
-    report.results = int(kept.get["n"])
+    report.results = observed_counts(kept, results, rows)["n"]
     report.duplicate_results = read - report.results
     report.run_ids = sorted(owners)
 
