@@ -41,7 +41,6 @@ from pathlib import Path
 
 from mutation import (
     KILLED_STATUSES,
-    NOT_CHECKED,
     TRIAGE_DIR,
     MutantResult,
     TriageError,
@@ -49,6 +48,7 @@ from mutation import (
     diff_of,
     load_triage,
     module_of,
+    not_checked,
     prune_triage,
     read_kills,
     read_statuses,
@@ -119,14 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                              + (f"; {', '.join(UNTRIAGED_MODULES)} when asked for, their survivors not triaged yet)"
                                 if UNTRIAGED_MODULES else ")"))
     parser.add_argument("--max-children", type=int, default=2, help="mutants run at once")
-    add_client_run_arguments(parser, CLIENT, "mutmut", "the mutants the last run kept in --workdir left alive "
+    again = add_client_run_arguments(parser, CLIENT, "mutmut", "the mutants the last run kept in --workdir left alive "
                              "(survivors and unreached)")
-    parser.add_argument("--resume", action="store_true",
-                        help="go on with a run that was stopped: run only the mutants the last run kept in --workdir "
+    again.add_argument("--resume", action="store_true",
+                       help="go on with a run that was stopped: run only the mutants the last run kept in --workdir "
                              "left unchecked, against the grid as it is now; the statuses it reached stand")
     args = parser.parse_args(argv)
-    if args.resume and (args.survivors or args.report_only):
-        parser.error("--resume goes on with a stopped run; it cannot be combined with --survivors or --report-only")
     try:
         triage = load_triage(TRIAGE)
     except TriageError as exc:
@@ -145,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.survivors or args.resume:
         names = [name for name, status in read_statuses(args.workdir).items() if module_of(name) in modules
-                 and (status == NOT_CHECKED if args.resume else status not in KILLED_STATUSES)]
+                 and (status == not_checked() if args.resume else status not in KILLED_STATUSES)]
         which = "mutants the stopped run left unchecked" if args.resume else "survivors and unreached of the last run"
         print(f"== client mutation: {len(names)} {which}, against the grid as it is now", flush=True)
         if names:
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         build_workdir(args.workdir, modules)
         run_mutmut(args.workdir, kills, max_children=args.max_children, env=env)
     statuses = {name: status for name, status in read_statuses(args.workdir).items() if module_of(name) in modules}
-    unchecked = sum(status == NOT_CHECKED for status in statuses.values())
+    unchecked = sum(status == not_checked() for status in statuses.values())
     if unchecked:
         print(f"client mutation: mutmut left {unchecked} of {len(statuses)} mutants unchecked (it stopped: see its "
               f"output above; a cell that fails without any mutant stops it while it collects which cell reaches "

@@ -45,6 +45,7 @@ import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,7 +139,6 @@ SOURCE_CITATION = re.compile(r"\b\d\.\d+(\.\d+)?\b|\bpart \d\b|\bseed 00\d\b|\b0
 # catalogue, and a mutant that hangs every case (2 s each) still ends as a time-out.
 TIMEOUT_CONSTANT_S = 5.0
 KILLED_STATUSES = {"killed", "timeout", "segfault", "suspicious"}
-NOT_CHECKED = "not checked"  # mutmut's status of a mutant a stopped run never came to
 RECORDER_MODULE = "amqp_mutation_recorder"  # a pytest plugin (-p) on mutmut's sys.path
 KILLS_PLUGIN = "mutation_kills"  # scripts/mutation_kills.py: which case failed against which mutant
 RECORDER = '''"""Written by scripts/mutation.py: credits the functions reached at session start to every case.
@@ -453,6 +453,15 @@ def run_mutmut(workdir: Path, kills: Path, names: list[str] | None = None, max_c
                          f"see its output above")
 
 
+@cache
+def not_checked() -> str:
+    """mutmut's status of a mutant a stopped run never came to (its word for a mutant with no exit code), read
+    from mutmut itself so that a rename there cannot leave this script's comparisons silently false."""
+    from mutmut.stats import status_by_exit_code
+
+    return status_by_exit_code[None]
+
+
 def read_statuses(workdir: Path) -> dict[str, str]:
     """Every mutant's status from mutmut's ``.meta`` files, in mutmut's own words."""
     from mutmut.stats import status_by_exit_code
@@ -483,7 +492,7 @@ def merge_pass(statuses: dict[str, str], workdirs: dict[str, Path], found: dict[
     ``workdirs``): the first pass (``names`` None) gives every mutant of ``modules``; a later one, run over the
     survivors ``names``, replaces a status only with a kill, or where no case had reached the mutant before."""
     for name, status in found.items():
-        if module_of(name) not in modules or status == NOT_CHECKED:
+        if module_of(name) not in modules or status == not_checked():
             continue
         if names is None:
             statuses[name], workdirs[name] = status, run_dir
@@ -587,10 +596,11 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, triage, elapsed, args.out, args.target)
 
 
-def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool: str, survivors_help: str) -> None:
+def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool: str,
+                             survivors_help: str) -> argparse._MutuallyExclusiveGroup:
     """The options both client mutation scripts share: ``--out`` and ``--workdir`` (defaults under the repository,
     by client), ``--target``, and either ``--report-only`` or ``--survivors`` (``survivors_help`` says what the
-    tool runs again)."""
+    tool runs again); returns the group of those two, for a script's own alternative to them."""
     parser.add_argument("--out", type=Path, default=REPO / "mutation-results" / "clients" / client,
                         help="where the results go")
     parser.add_argument("--workdir", type=Path, default=REPO / ".mutation" / "clients" / client,
@@ -605,6 +615,7 @@ def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool:
     parser.add_argument("--prune-stale", action="store_true",
                         help="after the report, remove from the triage files the entries it lists as stale (their "
                              "mutants no longer survive)")
+    return again
 
 
 def prune_triage(directory: Path, names: list[str]) -> int:
