@@ -119,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
                              + (f"; {', '.join(UNTRIAGED_MODULES)} when asked for, their survivors not triaged yet)"
                                 if UNTRIAGED_MODULES else ")"))
     parser.add_argument("--max-children", type=int, default=2, help="mutants run at once")
-    again = add_client_run_arguments(parser, CLIENT, "mutmut", "the mutants the last run kept in --workdir left alive "
-                             "(survivors and unreached)")
+    again = add_client_run_arguments(parser, CLIENT, "mutmut", "the mutants the last run kept in --workdir left "
+                                     "alive (survivors and unreached)")
     again.add_argument("--resume", action="store_true",
                        help="go on with a run that was stopped: run only the mutants the last run kept in --workdir "
-                             "left unchecked, against the grid as it is now; the statuses it reached stand")
+                            "left unchecked, against the grid as it is now; the statuses it reached stand")
     args = parser.parse_args(argv)
     try:
         triage = load_triage(TRIAGE)
