@@ -16,6 +16,10 @@ import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from amqp_conformance.reports.pipeline.ingest import IngestReport
 
 SPARK_MISSING = "the report pipeline needs PySpark: pip install 'amqp-conformance[spark]'"
 CONNECT_MISSING = "a Spark Connect server (--master sc://...) needs PySpark's Connect client: " \
@@ -187,19 +191,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             except IngestError as exc:
                 raise Usage(str(exc)) from None
             run_ids = ingested.run_ids
-            print(f"ingested {len(run_ids)} run(s): {ingested.results} results, {ingested.frames} frames "
-                  f"into {warehouse}")
             write_json(out / "malformed.json", [vars(m) for m in ingested.malformed])
-            if ingested.malformed:
-                print(f"warning: {ingested.malformed_count} malformed line(s) not ingested (all in "
-                      f"{out / 'malformed.json'}):", file=sys.stderr)
-                for problem in ingested.malformed[:20]:
-                    print(f"  {problem}", file=sys.stderr)
-                notes.append(f"{ingested.malformed_count} malformed line(s) were not ingested: see malformed.json")
-            if ingested.orphan_frames:
-                print(f"warning: {ingested.orphan_frames} frame record(s) belong to no run in results.jsonl "
-                      f"and were not ingested", file=sys.stderr)
-                notes.append(f"{ingested.orphan_frames} frame record(s) had no run in results.jsonl")
+            notes += tell_ingested(ingested, warehouse, out / "malformed.json")
             if not run_ids:
                 raise Usage("no result records in the run directories given; run 'amqp-conformance run' first")
         results = read_table(spark, warehouse, RESULTS, run_ids)
@@ -217,6 +210,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     for name, path in summary.paths.items():
         print(f"{name + ':':<12} {path}")
     return 0
+
+
+def tell_ingested(ingested: IngestReport, warehouse: str, malformed_file: Path) -> list[str]:
+    """Print what one ingest read and wrote (stdout) and what it left out or did twice (stderr: malformed
+    lines, the first 20 of them, orphan frames, counts taken again); returns the notes the report carries
+    (malformed lines and orphan frames)."""
+    print(f"ingested {len(ingested.run_ids)} run(s): {ingested.results} results, {ingested.frames} frames "
+          f"into {warehouse}")
+    notes = []
+    if ingested.malformed:
+        print(f"warning: {ingested.malformed_count} malformed line(s) not ingested (all in {malformed_file}):",
+              file=sys.stderr)
+        for problem in ingested.malformed[:20]:
+            print(f"  {problem}", file=sys.stderr)
+        notes.append(f"{ingested.malformed_count} malformed line(s) were not ingested: see {malformed_file.name}")
+    if ingested.orphan_frames:
+        print(f"warning: {ingested.orphan_frames} frame record(s) belong to no run in results.jsonl "
+              f"and were not ingested", file=sys.stderr)
+        notes.append(f"{ingested.orphan_frames} frame record(s) had no run in results.jsonl")
+    if ingested.recounted:
+        print(f"note: counted again, by a second pass (the observed counts did not come back from Spark, as a "
+              f"Connect server's may not after a write): {', '.join(ingested.recounted)}", file=sys.stderr)
+    return notes
 
 
 def _local_sizing(master: str | None, run_dirs: list[str], warehouse: str) -> dict[str, str]:

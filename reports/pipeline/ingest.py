@@ -70,6 +70,9 @@ class IngestReport:
     malformed: list[Malformed] = field(default_factory=list)
     orphan_frames: int = 0
     duplicate_results: int = 0
+    # observations whose counts did not come back (a Spark Connect server waits 100 ms for them after a
+    # write) and were counted again, by name: each cost a second pass over its input
+    recounted: list[str] = field(default_factory=list)
 
     @property
     def malformed_count(self) -> int:
@@ -358,7 +361,8 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: Sequence
     frames = table.observe(observation, *named(counts))
     frames.filter(good & F.col("broker").isNotNull()).drop("file", "problem").write.mode("overwrite") \
         .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
-    counted = observed_counts(observation, table, counts)
+    counted, recounted = observed_counts(observation, table, counts)
+    report.recounted += ["frames"] if recounted else []
     report.frames = counted["written"]
     report.orphan_frames = counted["orphans"]
     if counted["malformed"]:  # rare: read the text again, for line numbers
@@ -384,7 +388,9 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     results = results_table(parsed.observe(checked, *named(malformed)))
     # one job finds every run (its directories, broker, version, date and records) and counts the malformed lines
     run_rows = results.groupBy("run_id", "run_dir", "broker", "broker_version", "run_date").count().collect()
-    if observed_counts(checked, parsed, malformed)["malformed"]:
+    counted, recounted = observed_counts(checked, parsed, malformed)
+    report.recounted += ["result lines"] if recounted else []
+    if counted["malformed"]:
         report.malformed += _collect_malformed(lines, parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
     order = {_plain_uri(f.rsplit("/", 1)[0]): i for i, f in enumerate(result_files)}
@@ -405,7 +411,9 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
                .dropDuplicates(["run_id", "case_id", "expectation_set"]))
     results.observe(kept, *named(rows)).write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
         .partitionBy(*PARTITIONS).parquet(_join(warehouse, RESULTS))
-    report.results = observed_counts(kept, results, rows)["n"]
+    counted, recounted = observed_counts(kept, results, rows)
+    report.recounted += ["results kept"] if recounted else []
+    report.results = counted["n"]
     report.duplicate_results = read - report.results
     report.run_ids = sorted(owners)
 
@@ -416,6 +424,7 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
         report.malformed += frame_report.malformed
         report.orphan_frames = frame_report.orphan_frames
         report.frames = frame_report.frames
+        report.recounted += frame_report.recounted
     parsed.unpersist()
     return report
 

@@ -11,7 +11,7 @@ costs a second pass over its input, but only in that case.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pyspark.sql import Column, DataFrame
 
@@ -25,18 +25,25 @@ class ObservationResult(Protocol):
         ...
 
 
+class Counted(NamedTuple):
+    """What :func:`observed_counts` found: the counts by name, and whether they had to be counted again."""
+
+    counts: dict[str, int]
+    recounted: bool
+
+
 def named(counts: Mapping[str, Column]) -> list[Column]:
     """Each of ``counts``'s columns aliased to its name, for ``DataFrame.observe`` or ``DataFrame.agg``."""
     return [column.alias(name) for name, column in counts.items()]
 
 
-def observed_counts(observation: ObservationResult, source: DataFrame, counts: Mapping[str, Column]) -> dict[str, int]:
+def observed_counts(observation: ObservationResult, source: DataFrame, counts: Mapping[str, Column]) -> Counted:
     """``counts`` (name to aggregate column) as ``observation`` took them of ``source`` during an action that has
     ended; if any name is missing from what came back, every count is computed again by one aggregation of
-    ``source``. The same numbers either way: ``source`` must be the DataFrame that was observed, as it was
-    before ``observe``."""
+    ``source``, and ``recounted`` says so. The same numbers either way: ``source`` must be the DataFrame that
+    was observed, as it was before ``observe``."""
     got = observation.get
     if all(name in got for name in counts):
-        return {name: int(got[name]) for name in counts}
+        return Counted({name: int(got[name]) for name in counts}, recounted=False)
     row = source.agg(*named(counts)).first()
-    return {name: int(row[name]) for name in counts}
+    return Counted({name: int(row[name]) for name in counts}, recounted=True)
