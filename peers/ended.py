@@ -3,10 +3,10 @@
 A wait for a frame the broker can no longer send need not run to its time-out. AMQP 1.0 says when a frame
 cannot come, whatever the broker's speed:
 
-- 2.5.5 and 2.7.7: the broker's ``end`` unmaps the session's channel. A frame of that session (transfer,
+- 2.5.5 and 2.7.8: the broker's ``end`` unmaps the session's channel. A frame of that session (transfer,
   flow, disposition, attach, detach) cannot follow its ``end``: frames of one connection arrive in order, so
   whatever the broker sent on the session before its ``end`` has been read once the ``end`` is.
-- 2.6.3 and 2.7.4: the broker's ``detach`` of a link ends its transfers; no transfer for the link can follow.
+- 2.6.3 and 2.7.7: the broker's ``detach`` of a link ends its transfers; no transfer for the link can follow.
 
 Connection-level frames (``close``, a new ``begin``) can still come, so a wait for them is never cut here.
 The end of the socket already ends every wait (:meth:`ScriptedPeer.pump`).
