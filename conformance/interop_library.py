@@ -1,6 +1,6 @@
 """What each client's library did on the wire of its own accord, held to AMQP 1.0 whatever its API told (sans-I/O):
 the credit it kept to, the handles it gave, the detaches it owed (an answer to the broker's, a close its
-application asked for) and the detaches and closes no one asked it for.
+application asked for), the detaches and closes no one asked it for, and the hostname its open stated.
 
 A shim does only what the script tells it (peers/shims/README.md), so a frame the library wrote that no command
 asked for, or a frame it owed and did not write, is the library's act. Each connection comes indexed once
@@ -209,6 +209,23 @@ def unasked_detach_disagreements(replies: Sequence[ShimReply], connections: dict
                 lines.append(f"the {role} client: its library detached link {link.name!r} before it was asked to close "
                              "its connection, though it was never asked to close that link and the broker had not "
                              "detached it")
+    return lines
+
+
+def asked_hostname_disagreements(connections: dict[str, ConnectionFrames], hostname: str | None) -> list[str]:
+    """Where a client's open did not state the hostname its shim's connect command gave (``hostname``; None: none
+    was given, nothing to hold), one line each (``connections``: each connection, by role). The open's hostname
+    names the host the client is connecting to (AMQP 1.0 2.7.1) and a broker may choose by it what it serves (the
+    reference, its expectation set); a library that drops or replaces the name its application gave connects
+    somewhere else than asked. A connection without the client's open is judged elsewhere (``client_closed``)."""
+    if hostname is None:
+        return []
+    lines = []
+    for role, connection in connections.items():
+        ours = next((f for f in connection.frames if f.direction == "out" and f.performative == "open"), None)
+        if ours is not None and ours.fields.get("hostname") != hostname:
+            lines.append(f"the {role} client: its open states hostname {ours.fields.get('hostname')!r}, not "
+                         f"{hostname!r}, which its connect command gave (AMQP 1.0 2.7.1)")
     return lines
 
 
