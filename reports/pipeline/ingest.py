@@ -12,7 +12,7 @@ overwrite, so ingesting the same run again replaces its partition instead of dup
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 from pyspark.sql.types import StructType
 
-from .observed import named, observed_counts
+from .observed import ObservationResult, named, observed_counts
 from .schema import (
     CORRUPT,
     FRAME_FIELDS,
@@ -78,6 +78,16 @@ class IngestReport:
     def malformed_count(self) -> int:
         """Number of malformed lines across all files."""
         return len(self.malformed)
+
+
+def _observed(report: IngestReport, name: str, observation: ObservationResult, source: DataFrame,
+              counts: Mapping[str, Column]) -> dict[str, int]:
+    """:func:`.observed.observed_counts` of ``observation`` (of ``source``); ``name`` joins ``report.recounted``
+    when the counts had to be taken again."""
+    counted, recounted = observed_counts(observation, source, counts)
+    if recounted:
+        report.recounted.append(name)
+    return counted
 
 
 def _join(base: str, name: str) -> str:
@@ -361,8 +371,7 @@ def write_frames(spark: SparkSession, frame_files: Sequence[str], runs: Sequence
     frames = table.observe(observation, *named(counts))
     frames.filter(good & F.col("broker").isNotNull()).drop("file", "problem").write.mode("overwrite") \
         .option("partitionOverwriteMode", "dynamic").partitionBy(*PARTITIONS).parquet(_join(warehouse, FRAMES))
-    counted, recounted = observed_counts(observation, table, counts)
-    report.recounted += ["frames"] if recounted else []
+    counted = _observed(report, "frames", observation, table, counts)
     report.frames = counted["written"]
     report.orphan_frames = counted["orphans"]
     if counted["malformed"]:  # rare: read the text again, for line numbers
@@ -388,9 +397,7 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
     results = results_table(parsed.observe(checked, *named(malformed)))
     # one job finds every run (its directories, broker, version, date and records) and counts the malformed lines
     run_rows = results.groupBy("run_id", "run_dir", "broker", "broker_version", "run_date").count().collect()
-    counted, recounted = observed_counts(checked, parsed, malformed)
-    report.recounted += ["result lines"] if recounted else []
-    if counted["malformed"]:
+    if _observed(report, "result lines", checked, parsed, malformed)["malformed"]:
         report.malformed += _collect_malformed(lines, parsed)
     # a run id in several directories: keep the first directory's copy (in the order given)
     order = {_plain_uri(f.rsplit("/", 1)[0]): i for i, f in enumerate(result_files)}
@@ -411,9 +418,7 @@ def ingest(spark: SparkSession, run_dirs: Sequence[str], warehouse: str) -> Inge
                .dropDuplicates(["run_id", "case_id", "expectation_set"]))
     results.observe(kept, *named(rows)).write.mode("overwrite").option("partitionOverwriteMode", "dynamic") \
         .partitionBy(*PARTITIONS).parquet(_join(warehouse, RESULTS))
-    counted, recounted = observed_counts(kept, results, rows)
-    report.recounted += ["results kept"] if recounted else []
-    report.results = counted["n"]
+    report.results = _observed(report, "results kept", kept, results, rows)["n"]
     report.duplicate_results = read - report.results
     report.run_ids = sorted(owners)
 
