@@ -9,12 +9,19 @@ shim's misuse), a stack of a format the shim does not declare, or no stack at al
 Each shim that can tell declares, in its ``shim.toml``, a ``crash`` table (the rule):
 
 - ``stack``: the format its runtime prints an uncaught failure in: ``"python"`` (a traceback, innermost frame
-  last) or ``"go"`` (a panic, the panicking goroutine's frames innermost first);
-- ``library``: fragments of a frame's file (Python) or function (Go) that mark the library's own code;
+  last), ``"go"`` (a panic, the panicking goroutine's frames innermost first) or ``"native"`` (a C or C++ shim's
+  signal handler: a line ending ``SIGABRT: native stack of the crashing thread (innermost first):``, then
+  glibc's ``backtrace_symbols_fd`` lines, ``object(symbol+0xoffset)[0xaddress]``, innermost first);
+- ``library``: fragments of a frame's file (Python), function (Go) or object path (native) that mark the
+  library's own code;
 - ``loop_entries``: (Python) the shim's own source lines that only hand control to the library's loop, such as
-  ``container.run()``; a shim frame on any other line makes the crash the shim's (or uncertain).
+  ``container.run()``; a shim frame on any other line makes the crash the shim's (or uncertain). (native) the
+  shim's function that only runs the library's loop (fragments of the frame's symbol, as the object names it:
+  mangled): the first frame outside the library and the C runtime (libc, ld.so) must be one of them.
 
-A Go shim is package ``main``: a panicking goroutine with a ``main.`` frame is the shim's.
+A Go shim is package ``main``: a panicking goroutine with a ``main.`` frame is the shim's. A native stack whose
+innermost frames past the C runtime's are not the library's, or that ends before a loop entry (cut short), is
+uncertain too; its error is assert(3)'s line just before the marker, else the signal's name.
 """
 
 from __future__ import annotations
@@ -23,11 +30,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-STACKS = ("python", "go")
+STACKS = ("python", "go", "native")
 _PY_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 _GO_GOROUTINE = re.compile(r"^goroutine \d+ \[[^\]]*\]:$")
 _GO_ARGUMENTS = re.compile(r"\([^()]*\)$")  # a Go frame's argument words: pkg.(*T).m(0xc000010000, 0x1)
 _GO_LOCATION = re.compile(r"^\t(?P<file>\S+?):(?P<line>\d+)(?: \+0x[0-9a-f]+)?$")
+NATIVE_MARKER = re.compile(r"(?P<signal>\bSIG[A-Z]+): native stack of the crashing thread \(innermost first\):$")
+_NATIVE_FRAME = re.compile(  # backtrace_symbols: ./shim(_Z1fv+0x1d)[0x55d0c0a01b2d], /lib/libc.so.6(+0x3c050) [0x7f..]
+    r"^(?P<object>[^()\[\]]*)(?:\((?P<symbol>[^()+]*)(?:\+(?P<offset>0x[0-9a-f]+))?\))? ?\[0x[0-9a-f]+\]$")
+_NATIVE_ASSERTION = re.compile(r": Assertion `.*' failed\.$")  # glibc's assert(3): prog: file:line: function: ...
+_NATIVE_RUNTIME = ("libc.so.", "libpthread.so.", "ld-linux", "ld.so.", "linux-vdso.so.")  # objects' file names
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,8 @@ def crash_rule(value: Any) -> CrashRule | None:
     library, entries = value.get("library"), value.get("loop_entries", [])
     if value.get("stack") not in STACKS or not _texts(library) or not library or not _texts(entries):
         return None
+    if value["stack"] == "native" and not entries:
+        return None  # no native stack would ever be the library's
     return CrashRule(value["stack"], tuple(library), tuple(entries))
 
 
@@ -69,7 +83,7 @@ def _texts(value: Any) -> bool:
 def library_crash(stderr: str, rule: CrashRule) -> LibraryCrash | None:
     """The library's own crash that ``stderr`` (a shim's whole standard error) ends with, by ``rule``; None when
     there is none, or the stack leaves any doubt that the library crashed in its own loop (see the module)."""
-    return _python(stderr, rule) if rule.stack == "python" else _go(stderr, rule)
+    return {"python": _python, "go": _go, "native": _native}[rule.stack](stderr, rule)
 
 
 def _python(stderr: str, rule: CrashRule) -> LibraryCrash | None:
@@ -130,6 +144,35 @@ def _go(stderr: str, rule: CrashRule) -> LibraryCrash | None:
     if not _in_library(innermost[0], rule):
         return None
     return LibraryCrash(error, f"{innermost[1]} in {_GO_ARGUMENTS.sub('', innermost[0])}")
+
+
+def _native(stderr: str, rule: CrashRule) -> LibraryCrash | None:
+    lines = stderr.splitlines()
+    markers = [(i, marker) for i, line in enumerate(lines) if (marker := NATIVE_MARKER.search(line))]
+    if not markers:
+        return None
+    start, marker = markers[-1]
+    before = lines[start - 1].strip() if start else ""  # assert(3)'s line, written just before it aborts
+    error = before if _NATIVE_ASSERTION.search(before) else marker["signal"]
+    innermost: re.Match[str] | None = None  # the library's innermost frame
+    for line in lines[start + 1:]:
+        frame = _NATIVE_FRAME.match(line.strip())
+        if frame is None:
+            break  # the stack's end, before any frame outside the library and the C runtime
+        if frame["object"].rsplit("/", 1)[-1].startswith(_NATIVE_RUNTIME):
+            continue  # the C runtime's: the signal's trampoline, raise, abort, assert
+        if _in_library(frame["object"], rule):
+            innermost = innermost or frame
+            continue
+        if innermost is None or not any(entry in (frame["symbol"] or "") for entry in rule.loop_entries):
+            return None  # not the library's crash, or a shim frame other than its loop's thread is between
+        return LibraryCrash(error, _native_frame(innermost))
+    return None
+
+
+def _native_frame(frame: re.Match[str]) -> str:
+    """``object(symbol+0xoffset)`` as backtrace_symbols wrote it, without the run's address."""
+    return f"{frame['object']}({frame['symbol'] or ''}{'+' + frame['offset'] if frame['offset'] else ''})"
 
 
 def _in_library(text: str, rule: CrashRule) -> bool:

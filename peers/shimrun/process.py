@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .build import require_tools
-from .crash import LibraryCrash, library_crash
+from .crash import NATIVE_MARKER, LibraryCrash, library_crash
 from .errors import ShimError, ShimExited, ShimTimeout
 from .spec import ShimSpec
 
@@ -177,9 +177,11 @@ class ShimProcess:
         return library_crash(self._stderr_text(), self.spec.crash)
 
     def stderr_tail(self, lines: int = 5) -> str:
-        """The last ``lines`` non-empty lines the shim wrote to stderr, joined with `` | ``."""
-        text = self._stderr_text()
-        return " | ".join([line.strip() for line in text.splitlines() if line.strip()][-lines:])
+        """The last ``lines`` non-empty lines the shim wrote to stderr, joined with `` | ``; where it ends with a
+        native crash's stack (:mod:`.crash`), the lines up to the stack's marker (what failed, not libc's frames)."""
+        written = [line.strip() for line in self._stderr_text().splitlines() if line.strip()]
+        marked = [i for i, line in enumerate(written) if NATIVE_MARKER.search(line)]
+        return " | ".join(written[:marked[-1] + 1][-lines:] if marked else written[-lines:])
 
     def _stderr_text(self) -> str:
         """All the shim wrote to stderr so far ("" when the file cannot be read)."""

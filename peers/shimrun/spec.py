@@ -49,8 +49,9 @@ KEYS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "run": (True, _command, 'a non-empty list of strings: the command that runs the shim'),
     "apt": (False, _strings, "a list of strings: the Debian packages that give what `requires` names"),
     "crash": (False, lambda value: crash_rule(value) is not None,
-              'a table: stack = "python" or "go", library = [fragments of the library\'s frames], and (python) '
-              'loop_entries = [the shim\'s lines that hand control to the library\'s loop] (peers/shimrun/crash.py)'),
+              'a table: stack = "python", "go" or "native", library = [fragments of the library\'s frames], and '
+              '(python) loop_entries = [the shim\'s lines that hand control to the library\'s loop] or (native, '
+              'required) [the symbols of the shim\'s function that runs the library\'s loop] (peers/shimrun/crash.py)'),
 }
 
 

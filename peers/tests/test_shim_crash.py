@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 from amqp_conformance.peers.shimrun import ShimError, ShimExited, ShimProcess, load_spec
-from amqp_conformance.peers.shimrun.crash import CrashRule, crash_rule, library_crash
+from amqp_conformance.peers.shimrun.crash import CrashRule, LibraryCrash, crash_rule, library_crash
 
 PROTON = CrashRule("python", ("/proton/",), ("sys.exit(main())", "container.run()"))
 GO_AMQP = CrashRule("go", ("github.com/Azure/go-amqp",))
@@ -115,11 +115,103 @@ def test_a_panic_with_a_shim_frame_in_its_goroutine_is_left_to_the_harness():
     assert library_crash("go-amqp-shim: reading stdin: EOF\n", GO_AMQP) is None
 
 
+PROTON_CPP = CrashRule("native", ("/libqpid-proton.so.", "/libqpid-proton-cpp.so."),
+                       ("_Z16container_threadRN6proton9containerE",))
+CPP_SHIM = "/cache/shims/proton-cpp-0.37.0/shim"
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+PROTON_C = "/lib/x86_64-linux-gnu/libqpid-proton.so.11"
+PROTON_CPP_LIB = "/lib/x86_64-linux-gnu/libqpid-proton-cpp.so.12"
+CPP_ABORT = f"""\
+shim: ./c/src/core/object/object.c:121: pn_class_free: Assertion `rc == 1 || rc == -1' failed.
+proton-cpp shim: SIGABRT: native stack of the crashing thread (innermost first):
+{LIBC}(+0x3c050)[0x7f01d125a050]
+{LIBC}(+0x8aeec)[0x7f01d12a8eec]
+{LIBC}(gsignal+0x12)[0x7f01d1259fb2]
+{LIBC}(abort+0xd3)[0x7f01d1244472]
+{LIBC}(+0x26395)[0x7f01d1244395]
+{LIBC}(+0x34ec2)[0x7f01d1252ec2]
+"""
+# the shim (proton-cpp, peers/shims/proton-cpp/shim.cpp) as the grid's at-least-once-connection-closed row took it
+# down: proton-c freeing the closed connection in pn_proactor_done, under container_thread only
+PROTON_CPP_OWN = CPP_ABORT + f"""\
+{PROTON_C}(+0x18973)[0x7f01d178a973]
+{PROTON_C}(+0x33379)[0x7f01d17a5379]
+{PROTON_C}(pn_class_decref+0x3d)[0x7f01d178a86d]
+{PROTON_C}(pn_connection_driver_destroy+0x24)[0x7f01d179dfb4]
+{PROTON_C}(+0x56937)[0x7f01d17c8937]
+{PROTON_C}(pn_proactor_done+0x24c)[0x7f01d17c970c]
+{PROTON_CPP_LIB}(_ZN6proton9container4impl6threadEv+0x10f)[0x7f01d182f45f]
+{PROTON_CPP_LIB}(_ZN6proton9container4impl3runEi+0x328)[0x7f01d182f8b8]
+{CPP_SHIM}(_Z16container_threadRN6proton9containerE+0xa)[0x55db89feca57]
+{CPP_SHIM}(_ZNSt6thread11_State_implINS_8_InvokerISt5tupleIJPFvRN6proton9containerEESt17reference_wrapperIS4_EEEEEE6_M_runEv+0xe)[0x55db8a006c32]
+/lib/x86_64-linux-gnu/libstdc++.so.6(+0xd44a3)[0x7f01d14d44a3]
+{LIBC}(+0x891f5)[0x7f01d12a71f5]
+{LIBC}(+0x1098ec)[0x7f01d13278ec]
+"""
+
+
+def test_a_native_stack_wholly_in_the_library_below_its_loop_thread_is_its_own_crash():
+    crash = library_crash("proton-cpp shim: connected\n" + PROTON_CPP_OWN, PROTON_CPP)
+    assert crash is not None
+    assert crash.error == ("shim: ./c/src/core/object/object.c:121: pn_class_free: "
+                           "Assertion `rc == 1 || rc == -1' failed.")
+    assert crash.frame == f"{PROTON_C}(+0x18973)"  # the innermost, as backtrace_symbols named it
+    faulted = PROTON_CPP_OWN.split("\n", 1)[1].replace("SIGABRT:", "SIGSEGV:")
+    assert library_crash(faulted, PROTON_CPP) == LibraryCrash("SIGSEGV", crash.frame)  # no assert(3) line
+
+
+# the shim calling the API wrongly (proton::connection().open()): a copy of the shim built with that call
+CPP_ABORT_IN_OPEN = CPP_ABORT.replace("object/object.c:121: pn_class_free: Assertion `rc == 1 || rc == -1' failed.",
+                                      "engine.c:108: pn_connection_open: Assertion `connection' failed.")
+# ... in a command run on the container thread
+PROTON_CPP_FROM_A_CALLBACK = CPP_ABORT_IN_OPEN + f"""\
+{PROTON_C}(+0x30cfa)[0x7ff8414bdcfa]
+{PROTON_CPP_LIB}(_ZN6proton10connection4openEv+0x2f)[0x7ff84153fa2f]
+{CPP_SHIM}(+0x2a055)[0x55b994772055]
+{CPP_SHIM}(+0x2a55c)[0x55b99477255c]
+{CPP_SHIM}(+0x2cc28)[0x55b994774c28]
+{CPP_SHIM}(+0x2ccbe)[0x55b994774cbe]
+{PROTON_CPP_LIB}(_ZN6proton9container4impl14run_timer_jobsEv+0x611)[0x7ff841544951]
+{PROTON_CPP_LIB}(_ZN6proton9container4impl8dispatchEP10pn_event_t+0x361)[0x7ff841549e41]
+{PROTON_CPP_LIB}(_ZN6proton9container4impl6threadEv+0xd8)[0x7ff84154a428]
+{PROTON_CPP_LIB}(_ZN6proton9container4impl3runEi+0x328)[0x7ff84154a8b8]
+{CPP_SHIM}(_Z16container_threadRN6proton9containerE+0xa)[0x55b99475da67]
+"""
+
+
+def test_a_native_stack_with_a_shim_frame_between_the_loop_and_the_crash_is_left_to_the_harness():
+    assert library_crash(PROTON_CPP_FROM_A_CALLBACK, PROTON_CPP) is None  # the shim's misuse, or the library's?
+    in_the_shim = PROTON_CPP_OWN.replace(f"{PROTON_C}(+0x18973)", f"{CPP_SHIM}(+0x2a055)")
+    assert library_crash(in_the_shim, PROTON_CPP) is None  # the innermost frame past libc is the shim's
+    cut_short = PROTON_CPP_OWN.split(f"{CPP_SHIM}(_Z16")[0]
+    assert library_crash(cut_short, PROTON_CPP) is None  # no loop entry below the library's frames
+
+
+def test_a_native_crash_on_another_shim_thread_is_left_to_the_harness():
+    on_main = CPP_ABORT_IN_OPEN + f"""\
+{PROTON_C}(+0x30cfa)[0x7f29ba9d0cfa]
+{PROTON_CPP_LIB}(_ZN6proton10connection4openEv+0x2f)[0x7f29baa52a2f]
+{CPP_SHIM}(main+0x647)[0x55c8ce7d137c]
+{LIBC}(+0x2724a)[0x7f29ba44524a]
+{LIBC}(__libc_start_main+0x85)[0x7f29ba445305]
+{CPP_SHIM}(_start+0x21)[0x55c8ce7b8af1]
+"""
+    assert library_crash(on_main, PROTON_CPP) is None  # the main thread (stdin) called into proton
+
+
+def test_a_native_abort_without_the_stack_is_left_to_the_harness():
+    assertion_only = PROTON_CPP_OWN.splitlines()[0] + "\n"  # a shim without the handler: what stderr said before
+    assert library_crash(assertion_only, PROTON_CPP) is None
+    assert library_crash(CPP_ABORT, PROTON_CPP) is None  # the marker and the C runtime's frames, nothing else
+    assert library_crash(PROTON_CPP_OWN.replace("native stack of", "stack of"), PROTON_CPP) is None
+
+
 @pytest.mark.parametrize("table", [
     {"stack": "java", "library": ["org.apache.qpid"]},
     {"stack": "python", "library": []},
     {"stack": "python", "library": ["/proton/"], "loop_entries": "container.run()"},
     {"stack": "python", "library": ["/proton/"], "entries": []},
+    {"stack": "native", "library": ["/libqpid-proton.so."]},  # no loop entry: no stack would ever count
     "python",
 ])
 def test_a_crash_table_that_is_not_a_rule_is_refused(table):
@@ -149,7 +241,7 @@ def test_shim_toml_names_a_bad_crash_table(tmp_path):
         stack = "java"
         library = ["org.apache"]
         ''')
-    with pytest.raises(ShimError, match=r"shim.toml: `crash` must be a table: stack = \"python\" or \"go\""):
+    with pytest.raises(ShimError, match=r'shim.toml: `crash` must be a table: stack = "python", "go" or "native"'):
         load_spec(folder)
 
 
@@ -199,3 +291,28 @@ def test_a_shim_whose_library_crashes_in_its_loop_exits_with_that_crash(tmp_path
     assert exited.value.crash is not None
     assert exited.value.crash.error == "AttributeError: 'NoneType' object has no attribute 'link'"
     assert exited.value.crash.frame == f"{library}/lib.py:5 in on_event"
+
+
+def test_a_native_stack_the_harness_cannot_vouch_for_is_quoted_up_to_its_marker(tmp_path):
+    """An uncertain native crash stays an ERROR; what it quotes of stderr is what failed (the assertion and the
+    marker), not the C runtime's frames at the stack's bottom."""
+    folder = fake_shim_folder(tmp_path, f'''\
+        stack = "native"
+        library = ["{PROTON_C}", "{PROTON_CPP_LIB}"]
+        loop_entries = ["_Z16container_threadRN6proton9containerE"]
+        ''')
+    (folder / "fake.py").write_text(textwrap.dedent(f'''\
+        import json, os, sys
+        for line in sys.stdin:
+            command = json.loads(line)
+            sys.stderr.write({PROTON_CPP_FROM_A_CALLBACK!r} + "/lib/x86_64-linux-gnu/libc.so.6(+0x1098ec)[0x7f0]\\n")
+            sys.stderr.flush()
+            os._exit(134)
+        '''))
+    with ShimProcess(load_spec(folder), folder, stderr_path=tmp_path / "stderr.log") as shim:
+        with pytest.raises(ShimExited) as exited:
+            shim.request("close", 10)
+    assert exited.value.crash is None  # a shim frame between the loop and the crash: the harness's ERROR
+    tail = str(exited.value).split("stderr ends: ", 1)[1].rsplit(" (all of it: ", 1)[0]
+    assert tail == repr("shim: ./c/src/core/engine.c:108: pn_connection_open: Assertion `connection' failed. | "
+                        "proton-cpp shim: SIGABRT: native stack of the crashing thread (innermost first):")

@@ -6,6 +6,11 @@
 // reads stdin and hands each command over with container::schedule() (thread safe), then waits for its reply.
 // All proton objects are touched on the container thread only. stdout carries JSON lines only, written under
 // a mutex; diagnostics (and proton's own logger, which writes to stderr) go to stderr.
+//
+// A crash (an abort, such as a failed assertion, or a fault) writes the crashing thread's native stack to
+// stderr after a marker line, so that peers/shimrun/crash.py ("native") can tell proton's own crash in its
+// loop (no shim frame between container_thread and the crash) from the shim's; the Makefile links with
+// -rdynamic so the shim's frames carry their names.
 
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
@@ -28,11 +33,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -72,6 +83,33 @@ std::condition_variable run_cv;
 bool run_done = false;
 
 void diag(const std::string& s) { std::cerr << "proton-cpp shim: " << s << std::endl; }
+
+// ---- a crash: the crashing thread's stack to stderr, then the signal's default action --------------------
+
+struct CrashSignal { int number; const char* name; };
+const CrashSignal CRASH_SIGNALS[] = {{SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}};
+const char CRASH_MARKER[] = ": native stack of the crashing thread (innermost first):\n";  // crash.py's
+
+void put(const char* s) { if (write(STDERR_FILENO, s, std::strlen(s)) < 0) return; }
+
+// Async-signal-safe calls only (write, backtrace_symbols_fd: no malloc): "proton-cpp shim: SIGABRT" and the
+// marker, then a line a frame, the handler's own left out, so the innermost is the one that raised or faulted.
+void on_crash(int sig) {
+    void* frames[128];
+    int n = backtrace(frames, 128);
+    put("proton-cpp shim: ");
+    for (const CrashSignal& s : CRASH_SIGNALS) if (s.number == sig) put(s.name);
+    put(CRASH_MARKER);
+    if (n > 1) backtrace_symbols_fd(frames + 1, n - 1, STDERR_FILENO);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);  // delivered once the handler returns: the exit status stays the signal's
+}
+
+void report_crashes() {
+    void* warm[1];
+    backtrace(warm, 1);  // loads libgcc's unwinder now: its first use allocates, which a handler must not
+    for (const CrashSignal& s : CRASH_SIGNALS) std::signal(s.number, on_crash);
+}
 
 json err(const std::string& kind, const std::string& description) {
     return {{"kind", kind}, {"description", description}};
@@ -780,23 +818,28 @@ class Shim : public proton::messaging_handler {
 
 }  // namespace
 
+// The container's thread: it only runs proton's loop. Outside the anonymous namespace and never inlined, so
+// that a crash's stack names it (crash.py's loop_entries): a frame of proton's below it is proton's own loop.
+[[gnu::noinline]] void container_thread(proton::container& container) {
+    try {
+        container.run();
+    } catch (const std::exception& e) {
+        diag("container.run() ended: " + exception_text(e));
+        std::_Exit(3);
+    }
+    std::lock_guard<std::mutex> l(run_mu);
+    run_done = true;
+    run_cv.notify_all();
+}
+
 int main() {
     std::ios::sync_with_stdio(true);
+    report_crashes();
     Shim shim;
     proton::container container(shim);
     shim.bind(container);
     container.auto_stop(false);
-    std::thread runner([&]() {
-        try {
-            container.run();
-        } catch (const std::exception& e) {
-            diag("container.run() ended: " + exception_text(e));
-            std::_Exit(3);
-        }
-        std::lock_guard<std::mutex> l(run_mu);
-        run_done = true;
-        run_cv.notify_all();
-    });
+    std::thread runner(container_thread, std::ref(container));
 
     // Hand one command to the container thread and wait for its reply.
     auto submit = [&](const json& cmd, bool bounded) {
