@@ -601,9 +601,11 @@ async function cmdSend(cmd) {
     }
   };
   const cyc = cycle;
-  return await new Promise((resolve) => {
+  return await new Promise((resolve, reject) => {
     let t = null;
-    const finish = (error) => {
+    // failure: the error that ended the send before every message reached its end (the broker's close, end or
+    // detach, or the connection lost): the command fails with it, its reply listing the reports as far as they got
+    const finish = (error, failure) => {
       clearTimeout(t);
       ls.sendWaiter = null;
       cyc.waiters.delete(waiter);
@@ -620,7 +622,13 @@ async function cmdSend(cmd) {
           api: 'not sent: Sender.sendable() false and no \'sendable\' event' + (error ? ', then ' + error : ' within ' + cmd.timeout_ms + ' ms'),
         });
       }
-      resolve({ deliveries: reports });
+      if (failure) {
+        const e = new ShimError(Object.assign({}, failure));
+        e.extra = { deliveries: reports };
+        reject(e);
+      } else {
+        resolve({ deliveries: reports });
+      }
     };
     const check = () => {
       if (finished) return;
@@ -648,7 +656,7 @@ async function cmdSend(cmd) {
       fail: (err) => {
         if (finished) return;
         finished = true;
-        finish(err.kind + (err.condition ? ' ' + err.condition : '') + (err.description ? ': ' + err.description : ''));
+        finish(err.kind + (err.condition ? ' ' + err.condition : '') + (err.description ? ': ' + err.description : ''), err);
       },
     };
     ls.sendWaiter = waiter;

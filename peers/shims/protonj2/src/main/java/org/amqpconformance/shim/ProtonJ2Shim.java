@@ -407,11 +407,14 @@ public final class ProtonJ2Shim {
                 } catch (ExecutionException e) {
                     Throwable cause = e.getCause() != null ? e.getCause() : e;
                     Map<String, Object> told = classify(cause, "link");
-                    if ((cause instanceof ClientLinkRemotelyClosedException
-                            || cause instanceof ClientSessionRemotelyClosedException) && "amqp".equals(told.get("kind"))) {
-                        // the API told the broker's detach or end, with its error, through this delivery's future:
-                        // the send waited when it came, so it fails with it (a connection's close is the
-                        // disconnectedHandler's event)
+                    if (cause instanceof ClientConnectionRemotelyClosedException
+                            || (cause instanceof ClientLinkRemotelyClosedException
+                                || cause instanceof ClientSessionRemotelyClosedException)
+                               && "amqp".equals(told.get("kind"))) {
+                        // the API told the broker's detach or end with its error, or its close or the loss of the
+                        // connection, through this delivery's future: the send waited when it came, so it fails
+                        // with it (the disconnectedHandler may tell a connection's end again, as an event, when it
+                        // runs before the shim is asked to close)
                         throw new Failure(told);
                     }
                     api = "Tracker.settlementFuture() failed: " + cause.getClass().getSimpleName() + ": " + cause.getMessage();

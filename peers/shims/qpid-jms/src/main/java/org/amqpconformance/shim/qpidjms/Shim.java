@@ -43,6 +43,7 @@ import org.apache.qpid.jms.JmsConnection;
 import org.apache.qpid.jms.JmsConnectionFactory;
 import org.apache.qpid.jms.JmsConnectionListener;
 import org.apache.qpid.jms.JmsConnectionMetaData;
+import org.apache.qpid.jms.JmsConnectionRemotelyClosedException;
 import org.apache.qpid.jms.message.JmsInboundMessageDispatch;
 import org.apache.qpid.jms.policy.JmsDefaultPresettlePolicy;
 import org.apache.qpid.jms.provider.exceptions.ProviderConnectionRemotelyClosedException;
@@ -493,6 +494,12 @@ public final class Shim {
 
     /** The delivery state a failed synchronous send's exception tells, or null where it tells none. */
     private static JsonElement stateFromSendException(Exception e) {
+        if (causeOf(e, ProviderConnectionRemotelyClosedException.class) != null
+                || causeOf(e, JmsConnectionRemotelyClosedException.class) != null) {
+            // the broker closed the connection: its error is the connection's (the ExceptionListener's event),
+            // and the send's message got no outcome
+            return JsonNull.INSTANCE;
+        }
         ProviderDeliveryModifiedException modified = causeOf(e, ProviderDeliveryModifiedException.class);
         if (modified != null) {
             JsonObject s = state("modified");
