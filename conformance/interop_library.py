@@ -229,10 +229,13 @@ def asked_hostname_disagreements(connections: dict[str, ConnectionFrames], hostn
     return lines
 
 
-def unasked_close_disagreements(connections: dict[str, ConnectionFrames], asked_ns: dict[str, int]) -> list[str]:
+def unasked_close_disagreements(connections: dict[str, ConnectionFrames], asked_ns: dict[str, int],
+                                dropped_ns: dict[str, int] | None = None) -> list[str]:
     """Where a client's library closed its connection on its own, one line each (``connections``: each
-    connection, by role; ``asked_ns``: when each role's shim was asked to close, on the frames' clock): a ``close``
-    the client wrote before its shim was asked to close and before the broker's close (which it may answer, 2.4.3).
+    connection, by role; ``asked_ns``: when each role's shim was asked to close, on the frames' clock; ``dropped_ns``:
+    when the broker ended a role's connection without a close, on that clock): a ``close`` the client wrote before
+    its shim was asked to close and before the broker's close (which it may answer, 2.4.3) or the end of the broker's
+    stream (after which the connection is gone: closing it is no act over the application's head).
     A shim does only what it is told (peers/shims/README.md), so such a close is the library's own act, over the
     head of the application that had not asked for it (a broker's error on a link or a session leaves the
     connection to the application)."""
@@ -242,6 +245,9 @@ def unasked_close_disagreements(connections: dict[str, ConnectionFrames], asked_
         if ours is None or role not in asked_ns or ours.t_ns >= asked_ns[role]:
             continue
         theirs = next((f for f in connection.frames if f.direction == "in" and f.performative == "close"), None)
+        ended_ns = (dropped_ns or {}).get(role)
+        if ended_ns is not None and ended_ns <= ours.t_ns:
+            continue
         if theirs is None or theirs.t_ns > ours.t_ns:
             condition = (ours.fields.get("error") or {}).get("condition")
             lines.append(f"the {role} client: its library closed its connection before it was asked to and before "

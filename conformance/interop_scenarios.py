@@ -86,7 +86,8 @@ CROSSING = Scenario(
         # shim grants credit for each share as it asks: a delivery consumes a credit, new credit comes per receive)
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time",
-                        "settle-without-outcome", "settle-after-outcome", "drain-publishers"),
+                        "settle-without-outcome", "settle-after-outcome", "drain-publishers",
+                        "close-publisher-connection", "drop-publisher-connection"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
@@ -148,6 +149,8 @@ CROSSING = Scenario(
         # (conformance/interop_sender_drain.sender_drain), or null when the broker never asked one
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
         "hung",  # per role, the command a client's library hung in and how (its shim's error kind hung), or null
+        "crashed",  # per role, the client library's own crash in its loop (peers/shimrun/crash.py: what it raised,
+        # and where), or null
     ),
     check_row=receives_within_messages,
 )

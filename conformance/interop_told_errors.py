@@ -8,7 +8,7 @@ outcomes it sent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
@@ -91,10 +91,11 @@ def _outcome_errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]
     return errors
 
 
-def error_report_disagreements(connections: dict[str, ConnectionFrames],
-                                told: dict[str, list[dict[str, Any]]]) -> list[str]:
+def error_report_disagreements(connections: dict[str, ConnectionFrames], told: dict[str, list[dict[str, Any]]],
+                                dropped: Collection[str] = ()) -> list[str]:
     """Whether each client's API told its caller of the errors the broker sent it, as the wire gives them
-    (``connections``, ``told``: per role, the connection and :func:`told_errors`).
+    (``connections``, ``told``: per role, the connection and :func:`told_errors`; ``dropped``: the roles whose
+    connection the broker ended without a close, where a connection error with no condition tells that loss).
 
     Every detach, end and close from the broker that carries an error, up to its close (a frame after it is
     the broker's fault, and the row's ``errors`` judges it), must be told at least once, at that scope
@@ -135,9 +136,10 @@ def error_report_disagreements(connections: dict[str, ConnectionFrames],
                              f"({wrong[0]['where']}), the wire's is {_shown(error['description'])}")
         told_may_be = sent + _outcome_errors(frames, "in")  # a delivery's error: the broker's outcome's
         for report in reports:
-            if report["condition"] is None:  # an error without its condition: the broker sent one at that scope
-                if report["where"] != "a remote-close event" and not any(e["scope"] == report["scope"]
-                                                                         for e in told_may_be):
+            if report["condition"] is None:  # an error without its condition: the broker sent one at that scope,
+                lost = report["scope"] == "connection" and role in dropped  # or the connection was lost
+                if report["where"] != "a remote-close event" and not lost and not any(
+                        e["scope"] == report["scope"] for e in told_may_be):
                     lines.append(f"the {role} client's API told of a {report['scope']} error with no condition "
                                  f"({report['where']}) where the broker sent no {report['scope']} error")
                 continue
@@ -146,4 +148,29 @@ def error_report_disagreements(connections: dict[str, ConnectionFrames],
                 lines.append(f"the {role} client's API told of a {report['scope']} error {_shown(report['condition'])} "
                              f"({report['where']}) that the broker never sent")
         lines += repeated_error_events(role, reports, told_may_be)
+    return lines
+
+
+# the error kinds of a failed reply that tell of the connection's loss: the library's own word, or the broker's error
+LOSS_KINDS = ("client", "amqp")
+
+
+def lost_connection_disagreements(dropped: Collection[str], replies: Sequence[ShimReply],
+                                  events: dict[str, Sequence[ShimEvent]]) -> list[str]:
+    """Whether each client whose connection the broker ended without a close (``dropped``: their roles) was told of
+    the loss by its API, one line for each that was not (``replies``: every command answered, both roles;
+    ``events``: each role's shim events). Told is a command that failed with an error of a kind in
+    :data:`LOSS_KINDS` (one waiting when the stream ended, or asked after it) or an ``error`` or ``remote-close``
+    event at connection scope. An API that goes on as though the connection stood leaves its application unaware
+    that the deliveries it holds unsettled lost their end: the one that settles second "can resend" only once it
+    knows (003, "Receiver settles first")."""
+    lines = []
+    for role in dropped:
+        failed = [r for r in replies if r.role == role and not r.body.get("ok")
+                  and (r.body.get("error") or {}).get("kind") in LOSS_KINDS]
+        told = [e for e in events.get(role, ()) if e.body.get("event") in ("error", "remote-close")
+                and e.body.get("scope") == "connection"]
+        if not failed and not told:
+            lines.append(f"the {role} client's API never told that the broker ended its connection without a close "
+                         "(no command failed with it, no connection error or remote-close event)")
     return lines

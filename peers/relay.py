@@ -77,6 +77,7 @@ class RelayedConnection:
         self._bytes = {"out": 0, "in": 0}
         self._last_ns = 0  # the t_ns of the frames read last, either direction
         self._closed_by: str | None = None
+        self._closed_ns: int | None = None  # when the side in _closed_by ended (time.monotonic_ns(): the frames' clock)
         self._error: str | None = None
         self._ended = False
         self._last_activity = time.monotonic()
@@ -98,6 +99,12 @@ class RelayedConnection:
     def closed_by(self) -> str | None:
         """Which side ended the connection first: ``"client"``, ``"broker"``, ``"relay"``; None while open."""
         return self._closed_by
+
+    @property
+    def closed_ns(self) -> int | None:
+        """When the side in :attr:`closed_by` ended (its end of stream, reset or failure reached the relay), on the
+        frames' clock (``t_ns``, ``time.monotonic_ns()``); None while open."""
+        return self._closed_ns
 
     @property
     def framing_error(self) -> str | None:
@@ -167,6 +174,7 @@ class RelayedConnection:
         with self._lock:
             if self._closed_by is None:
                 self._closed_by = closed_by
+                self._closed_ns = time.monotonic_ns()
             if error is not None and self._error is None:
                 self._error = error
             self._lock.notify_all()

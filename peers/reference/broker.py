@@ -32,6 +32,8 @@ from .um_rules import UmRules
 
 PRODUCT = "amqp-conformance-reference"
 PUBLISHER_CREDIT = 100
+# the close the admin's close-publisher-connection has the broker write: condition and description (AMQP 1.0 2.8.16)
+FORCED_CLOSE = ("amqp:connection:forced", "the broker's admin closed this connection (close-publisher-connection)")
 
 
 @dataclass
@@ -191,6 +193,10 @@ class Broker(UmRules):
         self.settles_without_outcome: set[str] = set()  # nodes whose publishes are stored, then settled stateless
         self.settles_after_outcome: set[str] = set()  # nodes whose publishes are accepted, then settled apart
         self.drains_publishers: set[str] = set()  # nodes whose publishers are asked to drain after each delivery
+        self.closes_publisher_connections: set[str] = set()  # nodes whose publishes are stored, then the publisher's
+        # connection closed with amqp:connection:forced instead of settling (admin provocation)
+        self.drops_publisher_connections: set[str] = set()  # nodes whose publishes are stored, then the publisher's
+        # socket ended without a close (admin provocation)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -409,6 +415,10 @@ class Broker(UmRules):
             delivery.settle()  # stored, and settled with no state (AMQP 1.0 2.7.6: a disposition's state is optional)
         elif address in self.settles_after_outcome:  # the admin's settle-after-outcome (the client grid):
             self._settle_after_outcome(second_key[0], delivery)
+        elif address in self.closes_publisher_connections:  # the admin's close-publisher-connection (the client
+            self._close_publisher_connection(link)  # grid): stored, never settled; the publisher's connection closed
+        elif address in self.drops_publisher_connections:  # the admin's drop-publisher-connection (the client grid):
+            second_key[0].close_after_write = True  # stored, never settled; the socket ends with no close frame
         elif self.settles_second(link):
             delivery.update(Delivery.ACCEPTED)  # 2.6.12 / 003 exactly-once: the sender settles first
             self.second_pending.add(second_key)
@@ -423,6 +433,14 @@ class Broker(UmRules):
         connection.take_output()  # proton writes the accepted disposition now, not merged with the settlement
         delivery.update(0)  # no local state left, so the settling disposition carries none
         delivery.settle()
+
+    @staticmethod
+    def _close_publisher_connection(link: Link) -> None:
+        """Close ``link``'s connection with amqp:connection:forced (AMQP 1.0 2.8.16: an operator intervened), its
+        deliveries left unsettled: the broker then awaits the client's close (2.4.3) before the socket ends."""
+        connection = link.connection
+        connection.condition = Condition(FORCED_CLOSE[0], FORCED_CLOSE[1])
+        connection.close()
 
     @staticmethod
     def _settle(delivery: Delivery, outcome: int, condition: Condition | None = None) -> None:
