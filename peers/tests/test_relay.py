@@ -7,6 +7,7 @@ import random
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -278,6 +279,8 @@ def test_the_broker_closing_reaches_the_client_as_an_end_of_stream():
         [record] = relay.connections()
     assert record.closed_by == "broker" and record.error is None
     assert [(f.direction, f.performative) for f in record.frames] == [("out", "amqp-header"), ("in", "amqp-header")]
+    # when the broker's end reached the relay, on the frames' clock: after its last frame, before the test's now
+    assert record.frames[-1].t_ns <= record.closed_ns <= time.monotonic_ns()
 
 
 def answer_after_end(conn: socket.socket, received: list[bytes]) -> None:
