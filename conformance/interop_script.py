@@ -118,7 +118,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             run.crashes[party] = exc.crash  # the client failed, not the harness: the cell is judged (FAIL)
             raise CellStopped(f"the {party} client's library crashed during its {op}: {exc.crash.describe()}") \
                 from None
-        run.replies.append(ShimReply(party, op, asked, reply))
+        run.replies.append(ShimReply(party, op, asked, time.monotonic(), reply))
         if not reply.get("ok"):
             error = reply.get("error") or {}
             if error.get("kind") == "unsupported":
@@ -192,7 +192,7 @@ def run_crossing(sender: Shim, receiver: Shim, sender_url: str, receiver_url: st
             asked = time.monotonic()
             try:
                 reply = shim.request("close", timeout_s + 5, timeout_ms=timeout_ms)
-                run.replies.append(ShimReply(role, "close", asked, reply))
+                run.replies.append(ShimReply(role, "close", asked, time.monotonic(), reply))
                 _note_hung(run, role, "close", reply)
             except ShimError as exc:  # the client process died or hung in its close: never passed over in silence
                 if isinstance(exc, ShimExited) and exc.crash is not None:  # its library crashed, in its close or

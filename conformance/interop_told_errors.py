@@ -155,20 +155,22 @@ def error_report_disagreements(connections: dict[str, ConnectionFrames], told: d
 LOSS_KINDS = ("client", "amqp")
 
 
-def lost_connection_disagreements(dropped: Collection[str], replies: Sequence[ShimReply],
+def lost_connection_disagreements(dropped: dict[str, int], replies: Sequence[ShimReply],
                                   events: dict[str, Sequence[ShimEvent]]) -> list[str]:
-    """Whether each client whose connection the broker ended without a close (``dropped``: their roles) was told of
-    the loss by its API, one line for each that was not (``replies``: every command answered, both roles;
-    ``events``: each role's shim events). Told is a command that failed with an error of a kind in
-    :data:`LOSS_KINDS` (one waiting when the stream ended, or asked after it) or an ``error`` or ``remote-close``
-    event at connection scope. An API that goes on as though the connection stood leaves its application unaware
-    that the deliveries it holds unsettled lost their end: the one that settles second "can resend" only once it
-    knows (003, "Receiver settles first")."""
+    """Whether each client whose connection the broker ended without a close (``dropped``: their roles, each with
+    when its stream ended, ``time.monotonic_ns()``) was told of the loss by its API, one line for each that was
+    not (``replies``: every command answered, both roles; ``events``: each role's shim events). Told is, after the
+    stream ended, a command's reply failing with an error of a kind in :data:`LOSS_KINDS` (one waiting when it
+    ended, or asked after it) or an ``error`` or ``remote-close`` event at connection scope; a failure or event
+    read before the stream ended tells of something else. An API that goes on as though the connection stood
+    leaves its application unaware that the deliveries it holds unsettled lost their end: the one that settles
+    second "can resend" only once it knows (003, "Receiver settles first")."""
     lines = []
-    for role in dropped:
-        failed = [r for r in replies if r.role == role and not r.body.get("ok")
+    for role, ended_ns in dropped.items():
+        ended = ended_ns / 1e9  # the shims' clock: time.monotonic(), the same clock in seconds
+        failed = [r for r in replies if r.role == role and r.answered >= ended and not r.body.get("ok")
                   and (r.body.get("error") or {}).get("kind") in LOSS_KINDS]
-        told = [e for e in events.get(role, ()) if e.body.get("event") in ("error", "remote-close")
+        told = [e for e in events.get(role, ()) if e.at >= ended and e.body.get("event") in ("error", "remote-close")
                 and e.body.get("scope") == "connection"]
         if not failed and not told:
             lines.append(f"the {role} client's API never told that the broker ended its connection without a close "

@@ -82,12 +82,20 @@ class RelayedConnection:
         self._ended = False
         self._last_activity = time.monotonic()
         self._client_open: Frame | None = None
+        self._broker_close: Frame | None = None
 
     @property
     def client_open(self) -> Frame | None:
         """The client's ``open`` frame once it has passed (its ``container-id`` tells whose connection this is)."""
         with self._lock:
             return self._client_open
+
+    @property
+    def broker_close(self) -> Frame | None:
+        """The broker's first ``close`` frame once it has passed; None while it has written none (a broker that
+        ended its stream without one dropped the connection)."""
+        with self._lock:
+            return self._broker_close
 
     @property
     def frames(self) -> list[Frame]:
@@ -164,6 +172,8 @@ class RelayedConnection:
     def _insert(self, frame: Frame) -> None:
         if self._client_open is None and frame.direction == "out" and frame.performative == "open":
             self._client_open = frame
+        elif self._broker_close is None and frame.direction == "in" and frame.performative == "close":
+            self._broker_close = frame
         self._frames.append(frame)
 
     def _touch(self) -> None:

@@ -40,11 +40,13 @@ class ShimEvent:
 @dataclass(frozen=True)
 class ShimReply:
     """One command a shim answered, as a script asked it: the asking party (the client's role in a cell), the
-    command, when it was asked for (``time.monotonic()``, the clock of :class:`ShimEvent`) and the reply object."""
+    command, when it was asked for and when its reply was read (both ``time.monotonic()``, the clock of
+    :class:`ShimEvent`), and the reply object."""
 
     role: str
     op: str
     at: float
+    answered: float
     body: dict[str, Any]
 
 

@@ -388,6 +388,17 @@ def test_capture_merges_directions_in_the_order_read_sans_io():
                                                   record.frames[1].raw, t_ns=30))
 
 
+def test_the_clients_open_and_the_brokers_first_close_are_kept_as_they_pass_sans_io():
+    record = RelayedConnection(0, "c", "b")
+    assert record.client_open is None and record.broker_close is None
+    record.capture("out", AMQP_HEADER + encode_frame(described("open", container_id="x")), 10)
+    record.capture("in", AMQP_HEADER + encode_frame(described("open", container_id="broker")), 20)
+    record.capture("out", encode_frame(described("close")), 30)  # the client's close is not the broker's
+    assert record.client_open is record.frames[1] and record.broker_close is None
+    record.capture("in", encode_frame(described("close")) + encode_frame(described("close")), 40)
+    assert record.broker_close is record.frames[-2] and record.broker_close.direction == "in"
+
+
 def test_capture_keeps_each_directions_frames_in_the_order_read_whatever_their_stamps_sans_io():
     record = RelayedConnection(0, "c", "b")
     record.capture("out", AMQP_HEADER, 10)

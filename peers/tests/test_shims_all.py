@@ -151,11 +151,12 @@ def test_a_shim_tells_the_error_of_a_link_closed_while_its_send_waits(client: st
                                f"q.shims.closed.{client}")
             asked = time.monotonic()
             sent = shim.request("send", 20, link="s1", messages=[{"body": "m1", "settled": False}], timeout_ms=10000)
+            answered = time.monotonic()
             shim.request("close", 20, timeout_ms=5000)
             events = list(shim.events)
     finally:
         server.stop()
-    told = told_errors([ShimReply("sender", "send", asked, sent)], events)
+    told = told_errors([ShimReply("sender", "send", asked, answered, sent)], events)
     assert any((t["scope"], t["condition"]) == ("link", CLOSED_WITH[0]) for t in told), (sent, events)
 
 
