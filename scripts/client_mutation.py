@@ -14,10 +14,10 @@ chose. Every mutant of the modules of python-qpid-proton's Python layer that car
 settlement, and the messaging handler's automatic accepting and settling (:data:`MODULES`; by default those whose
 survivors are triaged, :data:`DEFAULT_MODULES`), runs under the python-proton shim on both sides of the embedded
 reference broker (and of its router mode, for the router rows, and of three of its conformant variants:
-``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs or
-ERRORs against it (or its run times out or crashes), **survives** when every cell passes, and is **unreached**
-when no cell runs its function: the shim uses only part of the library (no reconnection, SSL, blocking API), so
-those are counted apart and left out of the score.
+``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs or ERRORs against it and does again
+when run again (``client_mutation_cells.CONFIRMING_RUNS``), or its run times out or crashes; it **survives** when
+every cell passes, and is **unreached** when no cell runs its function: the shim uses only part of the library (no
+reconnection, SSL, blocking API), so those are counted apart and left out of the score.
 The survivors are triaged as the catalogue's are (``docs/mutation-triage/clients/python-proton/<module>.toml``;
 the categories of ``scripts/mutation.py``), and the report, the score and the exit status are its.
 

@@ -11,11 +11,12 @@ connection, session and link state machines, all JavaScript. Every mutant Stryke
 (:data:`DEFAULT_FILES`: the session, which carries transfers, dispositions and flow, and the link, which carries
 credit and settlement), on the lines the grid's cells run at all, runs under the rhea shim on both sides of the
 embedded reference broker (and of its router mode for the router rows, and of three of its conformant variants:
-``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs
-or ERRORs against it (or its run times out or crashes) and **survives** when every cell passes. Lines no cell
-runs are not mutated (found with V8's coverage of one run of the cells on the unmutated copy) and are counted
-apart, as ``client_mutation.py`` counts mutmut's unreached mutants. The survivors are triaged as the others are
-(``docs/mutation-triage/clients/rhea/<file stem>.toml``), with the same report, score and exit status.
+``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs or ERRORs against it and does again
+when run again (``client_mutation_cells.CONFIRMING_RUNS``), or its run times out or crashes, and **survives** when
+every cell passes. Lines no cell runs are not mutated (found with V8's coverage of one run of the cells on the
+unmutated copy) and are counted apart, as ``client_mutation.py`` counts mutmut's unreached mutants. The survivors
+are triaged as the others are (``docs/mutation-triage/clients/rhea/<file stem>.toml``), with the same report, score
+and exit status.
 
 How: the work directory holds a copy of the pinned rhea (``rhea/``), beside the grid's cells
 (``client_mutation_cells.py``) and a preload (``client_mutation_resolve.js``) that serves ``require('rhea')`` from
