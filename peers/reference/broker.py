@@ -34,6 +34,8 @@ PRODUCT = "amqp-conformance-reference"
 PUBLISHER_CREDIT = 100
 # the close the admin's close-publisher-connection has the broker write: condition and description (AMQP 1.0 2.8.16)
 FORCED_CLOSE = ("amqp:connection:forced", "the broker's admin closed this connection (close-publisher-connection)")
+# the end the admin's end-publisher-session has the broker write: condition and description (AMQP 1.0 2.8.15)
+ENDED_SESSION = ("amqp:internal-error", "the broker's admin ended this session (end-publisher-session)")
 
 
 @dataclass
@@ -197,6 +199,8 @@ class Broker(UmRules):
         # connection closed with amqp:connection:forced instead of settling (admin provocation)
         self.drops_publisher_connections: set[str] = set()  # nodes whose publishes are stored, then the publisher's
         # socket ended without a close (admin provocation)
+        self.ends_publisher_sessions: set[str] = set()  # nodes whose publishes are stored, then the publisher's
+        # session ended with amqp:internal-error instead of settling (admin provocation)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -419,6 +423,8 @@ class Broker(UmRules):
             self._close_publisher_connection(link)  # grid): stored, never settled; the publisher's connection closed
         elif address in self.drops_publisher_connections:  # the admin's drop-publisher-connection (the client grid):
             second_key[0].close_after_write = True  # stored, never settled; the socket ends with no close frame
+        elif address in self.ends_publisher_sessions:  # the admin's end-publisher-session (the client grid):
+            self._end_publisher_session(link)  # stored, never settled; the publisher's session ended
         elif self.settles_second(link):
             delivery.update(Delivery.ACCEPTED)  # 2.6.12 / 003 exactly-once: the sender settles first
             self.second_pending.add(second_key)
@@ -441,6 +447,15 @@ class Broker(UmRules):
         connection = link.connection
         connection.condition = Condition(FORCED_CLOSE[0], FORCED_CLOSE[1])
         connection.close()
+
+    @staticmethod
+    def _end_publisher_session(link: Link) -> None:
+        """End ``link``'s session with amqp:internal-error (AMQP 1.0 2.8.15), its deliveries left unsettled and its
+        links detached with it (2.5.2: the end disassociates the session from its channel): the connection stays
+        open, and the broker then awaits the client's end."""
+        session = link.session
+        session.condition = Condition(ENDED_SESSION[0], ENDED_SESSION[1])
+        session.close()
 
     @staticmethod
     def _settle(delivery: Delivery, outcome: int, condition: Condition | None = None) -> None:
