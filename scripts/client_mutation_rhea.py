@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mutation import (
@@ -230,19 +231,29 @@ def mutate_span(name: str) -> str:
     return f"{file}:{start_line}:{int(start_col) - 1}-{end}"
 
 
-def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, str]) -> int:
-    """Run Stryker again on the places of the last run's survivors only (after a change to the grid), and fold
-    what it finds into the last run's report: a survivor now killed becomes killed there, its first failing cell
-    appended to ``kills`` under its id in that report. Mutants of other places that Stryker makes inside those
-    places run too, and are left as the last run found them. Returns Stryker's exit status."""
+def open_or_untriaged(triage: dict[str, dict[str, str]], name: str) -> bool:
+    """Whether the mutant ``name`` is triaged ``open`` in ``triage`` (what a new row or check is written for), or is
+    not triaged at all."""
+    entry = triage.get(name)
+    return entry is None or entry.get("category") == "open"
+
+
+def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, str],
+                  wanted: Callable[[str], bool] = lambda name: True) -> int:
+    """Run Stryker again on the places of the last run's survivors only (after a change to the grid), those whose
+    name ``wanted`` keeps, and fold what it finds into the last run's report: a survivor now killed becomes killed
+    there, its first failing cell appended to ``kills`` under its id in that report. Mutants of other places that
+    Stryker makes inside those places run too, and are left as the last run found them. Returns Stryker's exit
+    status."""
     report = workdir / "reports" / "mutation.json"
     base = json.loads(report.read_text(encoding="utf-8"))
     survivors = {}
     for path, entry in base["files"].items():
         if Path(path).name in files:
             for mutant in entry["mutants"]:
-                if status_of(mutant) not in KILLED_STATUSES:
-                    survivors[mutant_name(Path(path).name, mutant)] = mutant
+                name = mutant_name(Path(path).name, mutant)
+                if status_of(mutant) not in KILLED_STATUSES and wanted(name):
+                    survivors[name] = mutant
     print(f"== client mutation: {len(survivors)} survivors of the last run, against the grid as it is now", flush=True)
     spans = sorted({mutate_span(name) for name in survivors})
     config = json.loads((workdir / "stryker.config.json").read_text(encoding="utf-8"))
@@ -281,7 +292,12 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"mutate this file of rhea/lib (repeatable; default: {', '.join(DEFAULT_FILES)})")
     parser.add_argument("--concurrency", type=int, default=2, help="mutants run at once")
     add_client_run_arguments(parser, CLIENT, "Stryker", "the places of the last run's survivors")
+    parser.add_argument("--open-only", action="store_true",
+                        help="with --survivors: only the survivors triaged open or not triaged at all (those a new "
+                             "row or check was written for), a run of minutes instead of an hour")
     args = parser.parse_args(argv)
+    if args.open_only and not args.survivors:
+        parser.error("--open-only goes with --survivors: it narrows which of the last run's survivors run again")
     if not shutil.which("node") or not shutil.which("npm"):
         print("client mutation: node and npm are needed (Node 20 or later): install them from your package "
               "manager", file=sys.stderr)
@@ -305,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.survivors:
             refresh_harness(args.workdir.resolve())
             status = run_survivors(args.workdir.resolve(), files, kills.resolve(),
-                                   cells_env(args.workdir.resolve(), kills.resolve()))
+                                   cells_env(args.workdir.resolve(), kills.resolve()),
+                                   (lambda name: open_or_untriaged(triage, name)) if args.open_only
+                                   else (lambda name: True))
             if status != 0:
                 print(f"client mutation: Stryker stopped (exit {status}); see its output above", file=sys.stderr)
                 return 2
