@@ -90,6 +90,8 @@ CROSSING = Scenario(
                         "close-publisher-connection", "drop-publisher-connection", "end-publisher-session"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
+        "drip_size": int,  # the bytes each of those writes carries (1 by default): with drip_bytes at least a
+        # chunk, a client's read holds the end of one frame, the whole frames after it, and the start of the next
         "close_links": bool,  # after the exchange each client closes its link (the shim's detach, close: true),
         # the receiving client's first, before it closes its connection
         "first_link": bool,  # each client first attaches a link of the other role (to the node's name with
@@ -111,7 +113,7 @@ CROSSING = Scenario(
     defaults={"snd_settle_mode": "unsettled", "sender_rcv_settle_mode": "first", "presettled": False,
               "rcv_settle_mode": "first", "outcome": "accepted", "settle": True, "body_bytes": 0, "messages": 1,
               "receives": 1, "send_wait_s": 0,
-              "provocation": "none", "drip_bytes": 0, "close_links": False, "first_link": False,
+              "provocation": "none", "drip_bytes": 0, "drip_size": 1, "close_links": False, "first_link": False,
               "drain_credit": 0, "drain_left": 0, "await_drain_answer": False, "pairs": "all"},
     observations=(
         "sender_attach",  # the broker's attach to the sending client

@@ -32,7 +32,10 @@ Design:
 - **Drip, on request**: with :attr:`FrameRelay.drip_bytes` N (taken by each connection when it is accepted), the
   first N bytes of every chunk read from the broker reach the client one byte a write, :data:`DRIP_PAUSE_S`
   apart, and the rest of the chunk in one write: the client's reads end inside frames (its header, its size),
-  as TCP may always make them end. The bytes are the same; only their timing changes. Off (0) by default.
+  as TCP may always make them end. With :attr:`FrameRelay.drip_size` S they go S bytes a write instead: with N
+  at least a chunk, every byte goes so, and a read holds the end of one frame, the frames after it, and the start
+  of the next, wherever the S-byte runs fall. The bytes are the same; only their timing changes. Off (0) by
+  default.
 - **Capture never disturbs the relay**: when a direction stops splitting (TLS, garbage), its bytes still pass
   unchanged; that direction's decoding stops and :attr:`RelayedConnection.framing_error` says why.
   Captured frames have any SASL PLAIN password masked (:func:`.frames.redact_frame`), as every capture in the
@@ -227,7 +230,7 @@ class _Pipe:
         self.pending = bytearray()  # read, not yet written
         self.src_done = False  # end of stream (or reset) read from src: nothing more will be read
         self.finished = False  # dst's write side is shut (or dst is gone): this direction carries nothing more
-        self.drip_left = 0  # bytes of the pending chunk still to go one a write (FrameRelay.drip_bytes)
+        self.drip_left = 0  # bytes of the pending chunks still to go drip_size a write (FrameRelay.drip_bytes)
         self.drip_at = 0.0  # the monotonic time the next dripped byte may go
 
     def dripping(self, now: float) -> bool:
@@ -239,9 +242,10 @@ class _Link:
     """The loop's state of one relayed connection: its two sockets and two pipes."""
 
     def __init__(self, record: RelayedConnection, client: socket.socket, upstream: socket.socket,
-                 connect_deadline: float, drip_bytes: int = 0) -> None:
+                 connect_deadline: float, drip_bytes: int = 0, drip_size: int = 1) -> None:
         self.record = record
         self.drip_bytes = drip_bytes
+        self.drip_size = drip_size
         self.socks: dict[str, socket.socket | None] = {"client": client, "broker": upstream}
         self.masks: dict[str, int] = {"client": 0, "broker": 0}
         self.pipes = {"client": _Pipe("out", "client", "broker"), "broker": _Pipe("in", "broker", "client")}
@@ -270,6 +274,7 @@ class FrameRelay:
     def __init__(self, upstream_host: str, upstream_port: int, label: str = "relay",
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
         self.drip_bytes = 0  # set between connections: see the module's "Drip"; each connection takes it at accept
+        self.drip_size = 1  # the bytes a dripped write carries (the module's "Drip"), taken at accept as drip_bytes
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.label = label
@@ -424,7 +429,8 @@ class FrameRelay:
                 upstream.close()
             self._refuse(record, client, failure or "no address")
             return
-        link = _Link(record, client, upstream, time.monotonic() + self.connect_timeout, self.drip_bytes)
+        link = _Link(record, client, upstream, time.monotonic() + self.connect_timeout, self.drip_bytes,
+                     max(1, self.drip_size))
         self._links.append(link)
         self._update(link)
 
@@ -490,8 +496,8 @@ class FrameRelay:
             self._flush(link, pipe)
             return
         pipe.pending += data
-        if side == "broker" and link.drip_bytes:
-            pipe.drip_left = min(link.drip_bytes, len(data))
+        if side == "broker" and link.drip_bytes:  # the chunk's first N bytes, after what still drips of the last
+            pipe.drip_left = min(link.drip_bytes, pipe.drip_left + len(data))
         self._flush(link, pipe)  # the bytes go on before they are decoded: capture adds no latency
         link.record.capture(pipe.direction, data, t_ns)
         link.record._touch()
@@ -508,7 +514,8 @@ class FrameRelay:
             if pipe.dripping(time.monotonic()):
                 return  # the loop writes the next byte once the pause is over (_drip)
             try:
-                sent = sock.send(pipe.pending[:1] if pipe.drip_left else pipe.pending)
+                sent = sock.send(pipe.pending[:min(link.drip_size, pipe.drip_left)] if pipe.drip_left
+                                 else pipe.pending)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -516,7 +523,7 @@ class FrameRelay:
                 return
             del pipe.pending[:sent]
             if pipe.drip_left and sent:
-                pipe.drip_left -= 1
+                pipe.drip_left = max(0, pipe.drip_left - sent)
                 pipe.drip_at = time.monotonic() + DRIP_PAUSE_S
             link.record._touch()
         if pipe.src_done:

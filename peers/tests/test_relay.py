@@ -196,6 +196,25 @@ def test_drip_sends_the_first_bytes_of_each_broker_chunk_one_a_write_and_the_byt
     assert len(reads[8]) >= 2 and len(reads[8][0]) < 8, f"the client's first read ends inside the header: {reads[8]}"
 
 
+def test_drip_size_sends_every_byte_of_the_broker_some_bytes_a_write_and_the_bytes_unchanged():
+    def two_chunks(conn: socket.socket, received: list[bytes]) -> None:
+        received.append(conn.recv(1))  # the client's go: then two writes of 50 bytes
+        conn.sendall(bytes(range(50)))
+        time.sleep(0.01)
+        conn.sendall(bytes(range(50, 100)))
+        conn.shutdown(socket.SHUT_WR)
+
+    with upstream(two_chunks) as (port, _), FrameRelay("127.0.0.1", port, "drip") as relay:
+        relay.drip_bytes, relay.drip_size = 1 << 16, 7  # every byte of each chunk, 7 a write
+        sock = connect(relay)
+        sock.sendall(b"g")
+        with sock:
+            reads = read_chunks(sock)
+    assert b"".join(reads) == bytes(range(100)), "dripped, the bytes are the same"
+    assert 0 < len(reads[0]) <= 7, f"the client's first read is one 7-byte write at most: {reads}"
+    assert len(reads) >= 100 // 14, f"the 100 bytes came in runs, not in the two chunks: {reads}"
+
+
 def test_random_bytes_of_any_chunking_pass_unchanged():
     rng = random.Random(7)
     data = rng.randbytes(1 << 20)
