@@ -56,14 +56,16 @@ NON_STRICT_MESSAGE = "XFAIL NON-STRICT: "
 CATEGORIES = [
     {"name": "Known deviations (NON-STRICT)", "matchedStatuses": ["failed"],
      "messageRegex": f"(?s){NON_STRICT_MESSAGE}.*",
-     "description": "Differs from the row exactly as the broker's profile declares (its observed pattern matched), "
+     "description": "Differs from the row exactly as a profile declares (the broker's, or in the client grid a "
+                    "client library's: its observed pattern matched), "
                     "with a reason and a reference. Counted as failed: a declared deviation is still a deviation."},
     {"name": "Unsupported by the broker's profile", "matchedStatuses": ["skipped"],
      "messageRegex": "(?s).*UNSUPPORTED.*",
      "description": "The profile lacks a capability the row needs, or the broker's admin cannot provoke it."},
     {"name": "Product failures (FAIL)", "matchedStatuses": ["failed"],
      "messageRegex": f"(?s)(?!{NON_STRICT_MESSAGE}).*",
-     "description": "The broker's observed outcome differs from the row's expectation."},
+     "description": "What the product under test did differs from the row's expectation: the broker, or in "
+                    "the client grid a client library (the message says which)."},
     {"name": "Harness errors (ERROR)", "matchedStatuses": ["broken"],
      "description": "The harness could not complete the case (broker died, refused connection, no answer in "
                     "time, login refused, a crash of our own code); never excused by a deviation."},

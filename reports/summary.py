@@ -25,6 +25,8 @@ LISTED = ("FAIL", "ERROR", "NON-STRICT")
 LISTED_TITLE = {"FAIL": "failures (FAIL): the broker differs from the row",
                 "ERROR": "harness errors (ERROR): the case could not be completed",
                 "NON-STRICT": "declared deviations (NON-STRICT), grouped by reason"}
+# a client grid's cell FAILs for the broker's part or a client library's (its reason says whose)
+GRID_FAIL_TITLE = "failures (FAIL): the broker or a client library differs from the row (the reason says which)"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,15 @@ class RunSummary:
     not_applicable: NotApplicable
     records: tuple[dict[str, Any], ...] = ()
     stale_clients: tuple[str, ...] = ()  # each client deviation the run judged stale, described whole
+
+
+def section_title(verdict: str, summary: RunSummary) -> str:
+    """The heading of the summary's section for ``verdict`` (one of :data:`LISTED`): :data:`LISTED_TITLE`'s, except a
+    client grid's FAILs (records naming a ``client`` pair), which a client library may cause as well as the
+    broker."""
+    if verdict == "FAIL" and any(record.get("client") for record in summary.records):
+        return GRID_FAIL_TITLE
+    return LISTED_TITLE[verdict]
 
 
 def run_label(record: dict[str, Any]) -> str:
@@ -183,7 +194,7 @@ def render_text(summary: RunSummary, outputs: dict[str, Path] | None = None, wid
     for group in summary.groups:
         if group.verdict != current:
             current = group.verdict
-            out.append(f"{LISTED_TITLE[current]}:")
+            out.append(f"{section_title(current, summary)}:")
         if len(group.runs) == 1:
             wrap(f"{group.verdict} {group.runs[0]}", "    ", "  ")
         else:

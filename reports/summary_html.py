@@ -13,7 +13,7 @@ from html import escape
 
 from amqp_conformance.fixtures.verdict import VERDICT_NAMES
 
-from .summary import LISTED_TITLE, RunSummary, first_line, run_label, selection_line
+from .summary import RunSummary, first_line, run_label, section_title, selection_line
 
 COLOURS = {  # background, text (as the compliance matrix colours them)
     "PASS": ("#c8e6c9", "#1b5e20"), "FAIL": ("#ef9a9a", "#7f0000"), "NON-STRICT": ("#ffe0b2", "#8a4b00"),
@@ -64,8 +64,8 @@ def render_html(summary: RunSummary) -> str:
             if current is not None:
                 out.append("</div>")
             current = group.verdict
-            out.append(f"<div class=\"section\" data-verdict=\"{group.verdict}\"><h2>{escape(LISTED_TITLE[current])}"
-                       f"</h2>")
+            title = escape(section_title(current, summary))
+            out.append(f"<div class=\"section\" data-verdict=\"{group.verdict}\"><h2>{title}</h2>")
         out.append(f"<div class=\"group\" data-count=\"{len(group.runs)}\">{_chip(group.verdict)} "
                    f"<b>{len(group.runs)}</b> <span class=\"reason\">{escape(group.reason)}</span>"
                    f"<div class=\"runs\">{escape(', '.join(group.runs))}</div></div>")

@@ -13,7 +13,7 @@ BAR_COLOURS: dict[str, str] = {
 }
 MEANING: dict[str, str] = {
     "PASS": "observed matches the row", "FAIL": "observed differs from the row",
-    "NON-STRICT": "differs, as the broker's profile declares (a known deviation)",
+    "NON-STRICT": "differs, as a profile declares (a known deviation of the broker's, or a client's)",
     "UNSUPPORTED": "the broker lacks what the row needs", "ERROR": "the harness could not complete the case",
     "INFO": "only an informational observation differs",
 }
