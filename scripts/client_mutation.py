@@ -45,10 +45,12 @@ from mutation import (
     MutantResult,
     TriageError,
     add_client_run_arguments,
+    check_open_only,
     diff_of,
     load_triage,
     module_of,
     not_checked,
+    open_or_untriaged,
     prune_triage,
     read_kills,
     read_statuses,
@@ -125,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="go on with a run that was stopped: run only the mutants the last run kept in --workdir "
                             "left unchecked, against the grid as it is now; the statuses it reached stand")
     args = parser.parse_args(argv)
+    check_open_only(parser, args)
     try:
         triage = load_triage(TRIAGE)
     except TriageError as exc:
@@ -143,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.survivors or args.resume:
         names = [name for name, status in read_statuses(args.workdir).items() if module_of(name) in modules
-                 and (status == not_checked() if args.resume else status not in KILLED_STATUSES)]
-        which = "mutants the stopped run left unchecked" if args.resume else "survivors and unreached of the last run"
+                 and (status == not_checked() if args.resume else status not in KILLED_STATUSES)
+                 and (not args.open_only or (status != UNREACHED and open_or_untriaged(triage, name)))]
+        which = "mutants the stopped run left unchecked" if args.resume else \
+            "survivors triaged open or untriaged" if args.open_only else "survivors and unreached of the last run"
         print(f"== client mutation: {len(names)} {which}, against the grid as it is now", flush=True)
         if names:
             build_shim(args.workdir)

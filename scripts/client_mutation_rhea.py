@@ -44,7 +44,9 @@ from mutation import (
     MutantResult,
     TriageError,
     add_client_run_arguments,
+    check_open_only,
     load_triage,
+    open_or_untriaged,
     prune_triage,
     read_kills,
     report,
@@ -231,13 +233,6 @@ def mutate_span(name: str) -> str:
     return f"{file}:{start_line}:{int(start_col) - 1}-{end}"
 
 
-def open_or_untriaged(triage: dict[str, dict[str, str]], name: str) -> bool:
-    """Whether the mutant ``name`` is triaged ``open`` in ``triage`` (what a new row or check is written for), or is
-    not triaged at all."""
-    entry = triage.get(name)
-    return entry is None or entry.get("category") == "open"
-
-
 def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, str],
                   wanted: Callable[[str], bool] = lambda name: True) -> int:
     """Run Stryker again on the places of the last run's survivors only (after a change to the grid), those whose
@@ -292,12 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"mutate this file of rhea/lib (repeatable; default: {', '.join(DEFAULT_FILES)})")
     parser.add_argument("--concurrency", type=int, default=2, help="mutants run at once")
     add_client_run_arguments(parser, CLIENT, "Stryker", "the places of the last run's survivors")
-    parser.add_argument("--open-only", action="store_true",
-                        help="with --survivors: only the survivors triaged open or not triaged at all (those a new "
-                             "row or check was written for), a run of minutes instead of an hour")
     args = parser.parse_args(argv)
-    if args.open_only and not args.survivors:
-        parser.error("--open-only goes with --survivors: it narrows which of the last run's survivors run again")
+    check_open_only(parser, args)
     if not shutil.which("node") or not shutil.which("npm"):
         print("client mutation: node and npm are needed (Node 20 or later): install them from your package "
               "manager", file=sys.stderr)

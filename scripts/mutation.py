@@ -613,10 +613,26 @@ def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool:
     again.add_argument("--survivors", action="store_true",
                        help=f"run again only {survivors_help}, against the rows and harness as they are now (after a "
                             "change to them); its kills stand")
+    parser.add_argument("--open-only", action="store_true",
+                        help="with --survivors: only the survivors triaged open or not triaged at all (those a new "
+                             "row or check was written for), a run of minutes instead of hours")
     parser.add_argument("--prune-stale", action="store_true",
                         help="after the report, remove from the triage files the entries it lists as stale (their "
                              "mutants no longer survive)")
     return again
+
+
+def check_open_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse (exit 2, naming the fix) an ``--open-only`` without ``--survivors``, which it narrows."""
+    if args.open_only and not args.survivors:
+        parser.error("--open-only goes with --survivors: it narrows which of the last run's survivors run again")
+
+
+def open_or_untriaged(triage: dict[str, dict[str, str]], name: str) -> bool:
+    """Whether the mutant ``name`` is triaged ``open`` in ``triage`` (what a new row or check is written for), or is
+    not triaged at all."""
+    entry = triage.get(name)
+    return entry is None or entry.get("category") == "open"
 
 
 def prune_triage(directory: Path, names: list[str]) -> int:
