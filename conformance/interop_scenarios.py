@@ -87,7 +87,8 @@ CROSSING = Scenario(
         # asked of the broker's admin for the cell's node first (a broker whose admin cannot: UNSUPPORTED)
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time",
                         "settle-without-outcome", "settle-after-outcome", "drain-publishers",
-                        "close-publisher-connection", "drop-publisher-connection", "end-publisher-session"),
+                        "close-publisher-connection", "drop-publisher-connection", "end-publisher-session",
+                        "fail-publisher-connection"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "drip_size": int,  # the bytes each of those writes carries (1 by default): with drip_bytes at least a

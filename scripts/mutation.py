@@ -68,7 +68,8 @@ ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 
 # the provocations of the reference's admin that only client-grid rows ask for, and the client whose cells run them
 GRID_PROVOCATIONS = ("credit-one-at-a-time", "settle-without-outcome", "settle-after-outcome", "drain-publishers",
-                     "close-publisher-connection", "drop-publisher-connection", "end-publisher-session")
+                     "close-publisher-connection", "drop-publisher-connection", "end-publisher-session",
+                     "fail-publisher-connection")
 GRID_CLIENT = "python-proton"
 GRID_CELLS = "client_mutation_cells.py"  # copied into a client-grid pass's work directory as GRID_TEST
 GRID_TEST = "test_grid_cells.py"

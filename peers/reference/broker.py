@@ -34,6 +34,8 @@ PRODUCT = "amqp-conformance-reference"
 PUBLISHER_CREDIT = 100
 # the close the admin's close-publisher-connection has the broker write: condition and description (AMQP 1.0 2.8.16)
 FORCED_CLOSE = ("amqp:connection:forced", "the broker's admin closed this connection (close-publisher-connection)")
+# the close the admin's fail-publisher-connection has the broker write (AMQP 1.0 2.8.15: any error may close it)
+FAILED_CLOSE = ("amqp:internal-error", "the broker's admin failed this connection (fail-publisher-connection)")
 # the end the admin's end-publisher-session has the broker write: condition and description (AMQP 1.0 2.8.15)
 ENDED_SESSION = ("amqp:internal-error", "the broker's admin ended this session (end-publisher-session)")
 
@@ -195,8 +197,8 @@ class Broker(UmRules):
         self.settles_without_outcome: set[str] = set()  # nodes whose publishes are stored, then settled stateless
         self.settles_after_outcome: set[str] = set()  # nodes whose publishes are accepted, then settled apart
         self.drains_publishers: set[str] = set()  # nodes whose publishers are asked to drain after each delivery
-        self.closes_publisher_connections: set[str] = set()  # nodes whose publishes are stored, then the publisher's
-        # connection closed with amqp:connection:forced instead of settling (admin provocation)
+        self.closes_publisher_connections: dict[str, tuple[str, str]] = {}  # nodes whose publishes are stored, then
+        # the publisher's connection closed with this condition and description instead of settling (admin provocation)
         self.drops_publisher_connections: set[str] = set()  # nodes whose publishes are stored, then the publisher's
         # socket ended without a close (admin provocation)
         self.ends_publisher_sessions: set[str] = set()  # nodes whose publishes are stored, then the publisher's
@@ -419,8 +421,9 @@ class Broker(UmRules):
             delivery.settle()  # stored, and settled with no state (AMQP 1.0 2.7.6: a disposition's state is optional)
         elif address in self.settles_after_outcome:  # the admin's settle-after-outcome (the client grid):
             self._settle_after_outcome(second_key[0], delivery)
-        elif address in self.closes_publisher_connections:  # the admin's close-publisher-connection (the client
-            self._close_publisher_connection(link)  # grid): stored, never settled; the publisher's connection closed
+        elif address in self.closes_publisher_connections:  # the admin's close- or fail-publisher-connection (the
+            # client grid): stored, never settled; the publisher's connection closed with the node's error
+            self._close_publisher_connection(link, self.closes_publisher_connections[address])
         elif address in self.drops_publisher_connections:  # the admin's drop-publisher-connection (the client grid):
             second_key[0].close_after_write = True  # stored, never settled; the socket ends with no close frame
         elif address in self.ends_publisher_sessions:  # the admin's end-publisher-session (the client grid):
@@ -441,11 +444,12 @@ class Broker(UmRules):
         delivery.settle()
 
     @staticmethod
-    def _close_publisher_connection(link: Link) -> None:
-        """Close ``link``'s connection with amqp:connection:forced (AMQP 1.0 2.8.16: an operator intervened), its
-        deliveries left unsettled: the broker then awaits the client's close (2.4.3) before the socket ends."""
+    def _close_publisher_connection(link: Link, error: tuple[str, str]) -> None:
+        """Close ``link``'s connection with ``error`` (condition, description: :data:`FORCED_CLOSE`, AMQP 1.0 2.8.16,
+        an operator intervened; or :data:`FAILED_CLOSE`), its deliveries left unsettled: the broker then awaits the
+        client's close (2.4.3) before the socket ends."""
         connection = link.connection
-        connection.condition = Condition(FORCED_CLOSE[0], FORCED_CLOSE[1])
+        connection.condition = Condition(error[0], error[1])
         connection.close()
 
     @staticmethod
