@@ -13,11 +13,13 @@ nothing waits, nothing reads a socket. What each client's API told is held to th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import in_span, span, span_length
+from amqp_conformance.peers.transfers import came_settled
+from amqp_conformance.peers.transfers import deliveries as link_deliveries
 
 from .interop_links import ConnectionLinks, WireLink, connection_links
 
@@ -35,16 +37,26 @@ def _kept(frame: Frame) -> dict[str, Any]:
     return dict(frame.fields) if fields is None else {k: frame.fields.get(k) for k in fields}
 
 
+def _kept_delivery(transfers: list[Frame]) -> dict[str, Any]:
+    """A delivery's first transfer as an observation keeps it, settled as the whole delivery came: a sender may
+    set settled on any of a delivery's transfers, and once set it holds (AMQP 1.0 2.7.5)."""
+    kept = _kept(transfers[0])
+    if not kept.get("settled") and came_settled(transfers):
+        kept["settled"] = True
+    return kept
+
+
 @dataclass(frozen=True)
 class LinkView:
     """One connection's link and its first delivery, as the frames show them."""
 
     attach: Frame | None  # the broker's attach answering the client's
-    transfer: Frame | None  # the first transfer of the link (by whichever end sends on it)
+    transfer: Frame | None  # the first transfer of the link's delivery (by whichever end sends on it)
     broker_dispositions: list[Frame]  # the broker's dispositions covering that delivery, in order
     client_dispositions: list[Frame]  # the client's, in order
     errors: list[dict[str, Any]]  # the broker's detach/end/close frames that carry an error
     client_errors: list[dict[str, Any]]  # the client's own detach/end/close frames that carry an error
+    transfers: list[Frame] = field(default_factory=list)  # every transfer of that delivery, the first first
 
 
 def _covers(frame: Frame, delivery_id: int) -> bool:
@@ -57,21 +69,9 @@ def _covers(frame: Frame, delivery_id: int) -> bool:
 
 def deliveries(frames: list[Frame], direction: str) -> list[list[Frame]]:
     """The transfers of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), a list a
-    delivery, in the order sent. A transfer begins a delivery unless the transfer before it in that direction
-    said ``more`` and was not aborted (AMQP 1.0 2.6.14, 2.7.5: a continuation transfer may leave its delivery-id
-    out, or repeat it). Each cell's connection carries one link of each role at the most, and only the row's link
-    carries messages, so one direction holds one link's transfers."""
-    found: list[list[Frame]] = []
-    continuing = False
-    for frame in frames:
-        if frame.performative != "transfer" or frame.direction != direction:
-            continue
-        if continuing:
-            found[-1].append(frame)
-        else:
-            found.append([frame])
-        continuing = bool(frame.fields.get("more")) and not frame.fields.get("aborted")
-    return found
+    delivery, in the order sent (:func:`amqp_conformance.peers.transfers.deliveries`: a continuation may leave
+    its delivery-id out, or repeat it)."""
+    return link_deliveries(frames, direction)
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,8 @@ def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
     """The connection's client link, its delivery ``index`` (0: the first) and the dispositions covering it on
     the link's session (matched by role and delivery-id)."""
     client_role = connection.role
-    transfer = connection.starts[index] if index < len(connection.starts) else None
+    transfers = connection.deliveries[index] if index < len(connection.deliveries) else []
+    transfer = transfers[0] if transfers else None
     broker_dispositions: list[Frame] = []
     client_dispositions: list[Frame] = []
     if transfer is not None and transfer.fields.get("delivery-id") is not None:
@@ -149,7 +150,7 @@ def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
             elif frame.direction == "out" and frame.fields.get("role") == client_role:
                 client_dispositions.append(frame)
     return LinkView(connection.attach, transfer, broker_dispositions, client_dispositions, connection.errors,
-                    connection.client_errors)
+                    connection.client_errors, transfers)
 
 
 def carried_errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
@@ -319,17 +320,17 @@ def views_observed(cell: CellFrames, sent: LinkView, got: LinkView) -> dict[str,
     connection, ``got`` of the receiving one, the same index), for a caller that reads a view itself too."""
     client_settled = settled_at(got.client_dispositions)
     broker_settled = settled_at(got.broker_dispositions)
-    delivered_settled = bool(got.transfer is not None and got.transfer.fields.get("settled"))
+    delivered_settled = came_settled(got.transfers)
     return {
         "sender_attach": _kept(sent.attach) if sent.attach else None,
-        "sender_transfer": _kept(sent.transfer) if sent.transfer else None,
+        "sender_transfer": _kept_delivery(sent.transfers) if sent.transfers else None,
         "sender_tags": dict(cell.sender_tags),
         "sender_answers": [_kept(f) for f in sent.broker_dispositions],
         "sender_settles": [_kept(f) for f in sent.client_dispositions],
         "sender_settled_early": _settled_before(sent.client_dispositions, _final_at(sent.broker_dispositions)),
         "sender_ordering": _ordering(sent),
         "receiver_attach": _kept(got.attach) if got.attach else None,
-        "delivered": _kept(got.transfer) if got.transfer else None,
+        "delivered": _kept_delivery(got.transfers) if got.transfers else None,
         "receiver_answers": [_kept(f) for f in got.client_dispositions],
         "receiver_settled_first": (not delivered_settled and client_settled is not None
                                    and (broker_settled is None or client_settled < broker_settled)),

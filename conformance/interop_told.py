@@ -16,6 +16,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.shimrun.process import ShimEvent, ShimReply
+from amqp_conformance.peers.transfers import came_settled
 
 from .interop_observe import (
     TERMINAL_STATES,
@@ -352,11 +353,11 @@ def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, 
             lines.append(f"{client}: its API gave the delivery tag {told_tag}, the transfer carries "
                          f"{bytes(wire_tag).hex()}")
         told_settled = report.get("settled_on_arrival") if role == "receiver" else None
-        came_settled = any(bool(t.fields.get("settled")) for t in sent)
-        if told_settled is not None and bool(told_settled) != came_settled:
+        arrived_settled = came_settled(sent)
+        if told_settled is not None and bool(told_settled) != arrived_settled:
             lines.append(f"receiving client: its API said the message came {'settled' if told_settled else 'unsettled'}"
                          f", its transfer{'s' if len(sent) > 1 else ''} came "
-                         f"{'settled' if came_settled else 'unsettled'}")
+                         f"{'settled' if arrived_settled else 'unsettled'}")
     return lines
 
 
@@ -421,7 +422,7 @@ def untold_settlement(sent: LinkView, report: dict[str, Any], remote: bool | Non
     if replied_ns is None or report.get("remote_state") is not None or remote is not None or local is not None:
         return []
     settled = settled_at(sent.broker_dispositions)
-    if sent.transfer is None or sent.transfer.fields.get("settled") or settled is None \
+    if sent.transfer is None or came_settled(sent.transfers) or settled is None \
             or replied_ns - settled < UNTOLD_GRACE_NS:
         return []
     return [f"sending client: its API told nothing of the message (no remote state, no settlement: "
@@ -441,7 +442,7 @@ def untold_presettled_send(sending: ConnectionFrames, messages: int, presettled:
     if not presettled or replied_ns is None:
         return []
     starts = sending.starts
-    if not starts or len(starts) < messages or not all(f.fields.get("settled") for f in starts):
+    if not starts or len(starts) < messages or not all(came_settled(d) for d in sending.deliveries):
         return []
     written = max(delivery[-1].t_ns for delivery in sending.deliveries)
     if replied_ns - written < UNTOLD_GRACE_NS:

@@ -13,6 +13,7 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
 from amqp_conformance.peers.sequence import span, span_length
+from amqp_conformance.peers.transfers import deliveries, payload_of
 from proton import Message, Receiver, Sender, Session, uint
 
 from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
@@ -21,6 +22,27 @@ from .context import CaseContext, SetupFailed, expects_nothing, open_session, se
 def body_of(frame_or_message: Message) -> Any:
     """A message's body, as the tables name messages ("m1", "m2", ...)."""
     return frame_or_message.body
+
+
+def deliveries_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[list[Frame]]:
+    """The transfers of each delivery the broker sent on its link ``handle`` (:func:`broker_handle`) after ``since``,
+    a list a delivery (:func:`~amqp_conformance.peers.transfers.deliveries`: a message may come in several)."""
+    return [transfers for transfers in deliveries(peer.frames[since:], "in")
+            if transfers[0].fields.get("handle") == handle]
+
+
+def delivered_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[Any]:
+    """The bodies of the messages the broker delivered on its link ``handle`` after ``since``, each decoded by
+    proton from all of its delivery's transfers; ``"(partial)"`` for a delivery not (yet) whole."""
+    bodies = []
+    for transfers in deliveries_on(peer, handle, since):
+        message = Message()
+        try:
+            message.decode(payload_of(transfers))
+            bodies.append(body_of(message))
+        except Exception:  # its last transfer said more (or it was aborted): no whole message
+            bodies.append("(partial)")
+    return bodies
 
 
 def disposition_seen(frame: Frame | None) -> dict | None:
@@ -47,18 +69,11 @@ def disposition_covers(peer: ScriptedPeer, frame: Frame | None, direction: str =
         return [f"first {first!r}"]
     last = first if last is None else last
     payloads: dict[int, bytes] = {}
-    current: dict[Any, int] = {}  # per link handle: the delivery-id its continuation frames belong to
-    for transfer in peer.frames:
-        if transfer.performative != "transfer" or transfer.direction != direction \
-                or (direction == "in" and transfer.channel != frame.channel):
+    for transfers in deliveries(peer.frames, direction):
+        delivery_id = transfers[0].fields.get("delivery-id")
+        if delivery_id is None or (direction == "in" and transfers[0].channel != frame.channel):
             continue
-        handle = (transfer.channel, transfer.fields.get("handle"))
-        delivery_id = transfer.fields.get("delivery-id")
-        delivery_id = current.get(handle) if delivery_id is None else delivery_id
-        if delivery_id is None:
-            continue
-        current[handle] = delivery_id
-        payloads[delivery_id] = payloads.get(delivery_id, b"") + bytes(transfer.payload or b"")
+        payloads[delivery_id] = payload_of(transfers)
     bodies: dict[int, Any] = {}
     for delivery_id, payload in payloads.items():
         message = Message()

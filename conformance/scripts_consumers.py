@@ -12,9 +12,8 @@ from typing import Any
 from amqp_conformance.peers.peer import ExpectationFailed
 
 from .context import CaseContext, open_session, setup_step
-from .scripts import broker_handle, remaining_on_node
+from .scripts import broker_handle, delivered_on, remaining_on_node
 from .scripts_core import publish
-from .scripts_flow import bodies_of, transfers_on
 
 
 def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +45,7 @@ def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     for peer, _, _, _ in consumers:
         peer.pump(timeout=0)
     publisher.pump(timeout=ctx.quiet)
-    before = [body for peer, _, handle, since in consumers for body in bodies_of(transfers_on(peer, handle, since))]
+    before = [body for peer, _, handle, since in consumers for body in delivered_on(peer, handle, since)]
     marks = []
     for (peer, receiver, _, _), credit in zip(consumers, given["credits"], strict=True):
         marks.append(peer.mark())

@@ -51,8 +51,8 @@ def message_seen(received: ReceivedDelivery | None) -> dict[str, Any] | None:
     came settled."""
     if received is None:
         return None
-    seen = message_fields(received.transfer.payload)
-    seen["settled"] = bool(received.transfer.fields.get("settled"))
+    seen = message_fields(received.payload)
+    seen["settled"] = received.settled
     return seen
 
 

@@ -11,32 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ScriptedPeer
-from proton import Message
 
 from .context import CaseContext, open_session, setup_step
-from .scripts import broker_handle
+from .scripts import broker_handle, delivered_on, deliveries_on
 from .scripts_core import publish
 
 SEQUENCE_NO_MODULUS = 2**32  # 2.8.9 sequence-no: RFC 1982 serial numbers of 32 bits
-
-
-def transfers_on(peer: ScriptedPeer, handle: int, since: int) -> list[Frame]:
-    """The broker's transfer frames on its link ``handle`` (:func:`~.scripts.broker_handle`) after ``since`` (first
-    frames of deliveries)."""
-    frames = [f for f in peer.frames[since:]
-              if f.direction == "in" and f.performative == "transfer" and f.fields.get("handle") == handle]
-    return [f for f in frames if f.fields.get("delivery-id") is not None] or frames
-
-
-def bodies_of(frames: list[Frame]) -> list[Any]:
-    """The bodies of single-frame deliveries, decoded by proton."""
-    bodies = []
-    for frame in frames:
-        message = Message()
-        message.decode(frame.payload)
-        bodies.append(message.body)
-    return bodies
 
 
 def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
@@ -96,7 +76,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     if given["messages"]:
         publish(ctx, peer, session, given["messages"])
     peer.pump(timeout=ctx.quiet, on=receiver)
-    observed: dict[str, Any] = {"before_credit": bodies_of(transfers_on(peer, handle, since))}
+    observed: dict[str, Any] = {"before_credit": delivered_on(peer, handle, since)}
 
     since = peer.mark()
     credit = given["credit"]
@@ -113,7 +93,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         return flows[-1] if flows else None
 
     def answered() -> bool:
-        sent = len(transfers_on(peer, handle, since))
+        sent = len(deliveries_on(peer, handle, since))
         frame = flow_frame()
         # a drain is answered by a flow spending the credit left, or by transfers that spent all of it (nothing
         # is left to drain, so no flow need follow: a late one is the quiet watch's below)
@@ -123,7 +103,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
 
     peer.pump(answered, ctx.timeout, receiver)
     peer.pump(timeout=ctx.quiet, on=receiver)  # anything more the broker sends (a transfer beyond the credit)
-    observed["delivered"] = bodies_of(transfers_on(peer, handle, since))
+    observed["delivered"] = delivered_on(peer, handle, since)
     observed["broker_flow"] = flow_seen(flow_frame(), initial)
     observed["over_stated_credit"] = over_stated_credit(peer.frames[since:], handle, initial, credit)
     peer.close()

@@ -28,6 +28,7 @@ from .context import CaseContext, SetupFailed, expects_nothing, open_session, se
 from .scripts import (
     body_of,
     broker_handle,
+    delivered_on,
     disposition_covers,
     disposition_seen,
     each_received,
@@ -80,21 +81,6 @@ class TxnNames:
         if isinstance(value, list):
             return [self.show(v) for v in value]
         return value
-
-
-def delivered_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[Any]:
-    """The bodies of the messages the broker transferred on ``handle`` after ``since`` (first frames)."""
-    bodies = []
-    for frame in peer.frames[since:]:
-        if frame.direction == "in" and frame.performative == "transfer" and frame.fields.get("handle") == handle \
-                and frame.fields.get("delivery-id") is not None:
-            message = Message()
-            try:
-                message.decode(frame.payload)
-                bodies.append(body_of(message))
-            except Exception:  # a partial first frame: the body is not whole here
-                bodies.append("(partial)")
-    return bodies
 
 
 def sent_after_detach(peer: ScriptedPeer, attach: Frame, since: int) -> list[str]:
@@ -463,7 +449,7 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     receiver.flow(1)
     first = setup_step("receive m1", peer.receive, receiver, since)
     observed["delivery_tag"] = first.transfer.fields.get("delivery-tag")
-    observed["first_delivery"] = message_sections(first.transfer.payload)
+    observed["first_delivery"] = message_sections(first.payload)
     since = peer.mark()
     disposed_at = since
     named = TXN_NAMED[given["txn"]] if given["txn"] != "declared" else txn_id
@@ -506,5 +492,5 @@ def full_message(body: str) -> Message:
 def collect_with_sections(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[tuple[Any, dict]]:
     """Like :func:`collect` (accept and settle all that arrives before the quiet time), with each message's
     sections as its transfer carried them (:func:`message_sections`: AMQP types kept)."""
-    return [(body_of(received.message), message_sections(received.transfer.payload))
+    return [(body_of(received.message), message_sections(received.payload))
             for received in each_received(ctx, peer, receiver)]

@@ -30,6 +30,7 @@ from .matching import mismatches
 from .recvtime import recv_stamped
 from .sequence import in_span
 from .tls import TlsSetupError, client_context
+from .transfers import came_settled, deliveries, payload_of
 from .turns import OwnClock, shared, waiting
 
 DEFAULT_TIMEOUT = 2.0
@@ -73,11 +74,27 @@ class NoCredit(ExpectationFailed):
 
 @dataclass
 class ReceivedDelivery:
-    """A whole message the peer received: proton's delivery, its transfer frame and the decoded message."""
+    """A whole message the peer received: proton's delivery, its transfer frames (one or more: 2.6.14) and the
+    decoded message."""
 
     delivery: Delivery
-    transfer: Frame
+    transfers: list[Frame]
     message: Message
+
+    @property
+    def transfer(self) -> Frame:
+        """The delivery's first transfer frame: the one that carries its delivery-id, tag and message-format."""
+        return self.transfers[0]
+
+    @property
+    def payload(self) -> bytes:
+        """The encoded message as the broker sent it: every transfer's payload, joined."""
+        return payload_of(self.transfers)
+
+    @property
+    def settled(self) -> bool:
+        """Whether the broker sent the delivery settled (on any of its transfers, 2.7.5)."""
+        return came_settled(self.transfers)
 
     @property
     def delivery_id(self) -> int:
@@ -502,14 +519,13 @@ class ScriptedPeer:
         receiver.advance()
         message = Message()
         message.decode(body)
-        transfer = self._transfer_frame(delivery_tag(delivery), since)
-        return ReceivedDelivery(delivery, transfer, message)
+        return ReceivedDelivery(delivery, self._transfer_frames(delivery_tag(delivery)), message)
 
-    def _transfer_frame(self, tag: bytes, since: int) -> Frame:
-        for frame in reversed(self.engine.frames):
-            if frame.direction == "in" and frame.performative == "transfer" and \
-                    frame.fields.get("delivery-tag") == tag:
-                return frame
+    def _transfer_frames(self, tag: bytes) -> list[Frame]:
+        """The transfers of the latest delivery the broker sent with ``tag`` (a tag may come again on a redelivery)."""
+        for transfers in reversed(deliveries(self.engine.frames, "in")):
+            if transfers[0].fields.get("delivery-tag") == tag:
+                return transfers
         raise PeerError(f"proton reported delivery {tag!r} but no transfer frame with that tag was captured")
 
     def dispose(self, delivery: Delivery, outcome: str | None, *, settle: bool,

@@ -1,0 +1,35 @@
+"""A delivery's transfers grouped as the receiver reassembles them (peers/transfers.py)."""
+
+from __future__ import annotations
+
+from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.transfers import came_settled, deliveries, payload_of
+
+
+def transfer(handle: int, payload: bytes, channel: int = 0, direction: str = "in", **fields) -> Frame:
+    return Frame(direction, channel, 0, "transfer", {"handle": handle, **fields}, payload, b"")
+
+
+def test_a_delivery_goes_on_while_its_links_last_transfer_said_more_whatever_else_is_interleaved():
+    frames = [transfer(0, b"a1", more=True, **{"delivery-id": 0}),
+              transfer(1, b"b1", **{"delivery-id": 1}),  # another link's whole delivery, between
+              transfer(0, b"a2", more=True, **{"delivery-id": 0}),  # proton repeats the delivery-id
+              transfer(0, b"a3", channel=1, **{"delivery-id": 0}),  # the same handle on another session
+              Frame("in", 0, 0, "flow", {"handle": 0}, b"", b""),
+              transfer(0, b"a4"),  # no delivery-id: a continuation
+              transfer(0, b"c1", **{"delivery-id": 2}),
+              transfer(0, b"x", direction="out", **{"delivery-id": 0})]
+    found = deliveries(frames, "in")
+    assert [payload_of(d) for d in found] == [b"a1a2a4", b"b1", b"a3", b"c1"]
+    assert [payload_of(d) for d in deliveries(frames, "out")] == [b"x"]
+
+
+def test_an_aborted_transfer_ends_its_delivery_and_a_cut_short_one_is_kept_as_far_as_it_came():
+    frames = [transfer(0, b"a1", more=True), transfer(0, b"", more=True, aborted=True),
+              transfer(0, b"b1", more=True)]
+    assert [payload_of(d) for d in deliveries(frames, "in")] == [b"a1", b"b1"]
+
+
+def test_a_delivery_came_settled_when_any_of_its_transfers_settled_it():
+    assert came_settled([transfer(0, b"", more=True, settled=None), transfer(0, b"", settled=True)])
+    assert not came_settled([transfer(0, b"", more=True, settled=False), transfer(0, b"")])
