@@ -12,6 +12,8 @@ A pattern is plain data, so case tables can hold it:
 - ``{"@one-of": [p1, p2]}`` matches when any of the patterns matches;
 - ``{"@includes": [p1, p2]}`` matches a list holding, in that order, an element matching each pattern, with any
   other elements before, between and after them (a pattern that names the one error it concerns);
+- ``{"@each": p}`` matches a list of one element or more, every one of which matches ``p`` (one fault told once
+  for each of a row's deliveries, say, and nothing else);
 - ``{"@symbol": p}`` (likewise ``@string``, ``@binary``, ``@boolean``, ``@ubyte``, ``@ushort``, ``@uint``,
   ``@ulong``, ``@byte``, ``@short``, ``@int``, ``@long``, ``@timestamp``, ``@char``, ``@float``, ``@double``)
   matches a value of that AMQP type (as decoded by ``proton.Data``, which keeps the type, see
@@ -61,7 +63,7 @@ AMQP_TYPES: dict[str, Callable[[Any], bool]] = {
     "double": _is_exactly(float),
 }
 TYPE_OPERATORS = tuple(f"@{name}" for name in AMQP_TYPES)
-OPERATORS = ("@regex", "@present", "@at-least", "@one-of", "@includes", *TYPE_OPERATORS)
+OPERATORS = ("@regex", "@present", "@at-least", "@one-of", "@includes", "@each", *TYPE_OPERATORS)
 
 
 def amqp_type_of(value: Any) -> str:
@@ -123,6 +125,10 @@ def _operator(pattern: dict, value: Any, where: str) -> list[str]:
         return [f"{where}: expected text matching /{arg}/, observed {render(value)}"]
     if op == "@includes":
         return _includes(arg, value, where)
+    if op == "@each":
+        if not isinstance(value, list) or not value:
+            return [f"{where}: expected a list of one or more, each {render(arg)}, observed {render(value)}"]
+        return [line for index, item in enumerate(value) for line in mismatches(arg, item, f"{where}[{index}]")]
     # @one-of
     if any(not mismatches(option, value) for option in arg):
         return []
@@ -169,7 +175,7 @@ def validate_pattern(pattern: Any, path: str = "") -> list[str]:
                 elif key == "@at-least":
                     if not _is_number(sub):
                         problems.append(f"{here}: @at-least takes a number, not {sub!r}")
-                elif key in TYPE_OPERATORS:
+                elif key in (*TYPE_OPERATORS, "@each"):
                     problems += validate_pattern(sub, here)
                 elif key in ("@one-of", "@includes"):
                     if not isinstance(sub, list):

@@ -44,6 +44,9 @@ MATCHING = [
     pytest.param({"@includes": [1, 3]}, [0, 1, 2, 3, 4], id="includes-with-gaps"),
     pytest.param({"@includes": [{"@regex": "a.*"}, "ab"]}, ["ab", "ab"], id="includes-earliest-leaves-room"),
     pytest.param({"@includes": []}, [], id="includes-nothing-in-empty"),
+    # @each: one element or more, every one matching
+    pytest.param({"@each": {"@regex": "(delivery [0-9]+: )?late"}}, ["late", "delivery 2: late"], id="each-of-two"),
+    pytest.param({"@each": 1}, [1], id="each-of-one"),
     # lists
     pytest.param([1, "a"], [1, "a"], id="list-equal"),
     pytest.param([{"@type": "accepted"}], [{"@type": "accepted", "x": 1}], id="list-of-subsets"),
@@ -105,6 +108,10 @@ NOT_MATCHING = [
     pytest.param({"@includes": [1, 1]}, [1], id="includes-one-element-twice"),
     pytest.param({"@includes": []}, None, id="includes-vs-none"),
     pytest.param({"@includes": [1]}, (1,), id="includes-vs-tuple"),
+    pytest.param({"@each": {"@regex": "late"}}, ["late", "early"], id="each-one-other"),
+    pytest.param({"@each": 1}, [], id="each-of-none"),
+    pytest.param({"@each": 1}, None, id="each-vs-none"),
+    pytest.param({"@each": 1}, 1, id="each-vs-scalar"),
     pytest.param([1, 2], [1], id="list-too-short"),
     pytest.param([1], [1, 2], id="list-too-long"),
     pytest.param([1, 2], [1, 3], id="list-element-differs"),
@@ -207,6 +214,8 @@ def test_validate_pattern_accepts_well_formed(pattern):
     pytest.param({"x": {"@at-least": True}}, ["x.@at-least", "takes a number"], id="at-least-bool"),
     pytest.param({"x": {"@includes": [{"@regex": "["}]}}, ["x.@includes[0].@regex", "invalid regular expression"],
                  id="bad-regex-inside-includes"),
+    pytest.param({"x": {"@each": {"@regex": "["}}}, ["x.@each.@regex", "invalid regular expression"],
+                 id="bad-regex-inside-each"),
     pytest.param([{}, {"@nope": 1}], ["[1].@nope", "unknown operator"], id="inside-list"),
 ])
 def test_validate_pattern_reports_problems(pattern, fragments):
