@@ -294,7 +294,7 @@ class Router(Broker):
                 outbound = consumer.pending.popleft()
                 tag = f"r{outbound.id}".encode()
                 delivery = link.delivery(tag)
-                link.send(outbound.encoded)
+                self.send_message(link, outbound.encoded)
                 link.advance()
                 if outbound.inbound is None and self.forwards_presettled_settled():
                     delivery.settle()
