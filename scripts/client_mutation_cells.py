@@ -4,7 +4,7 @@ mutmut for python-proton (scripts/client_mutation.py copies this file into its w
 ``AMQP_CLIENT_MUTATION_CLIENT`` (default python-proton).
 
 Each test runs the row's cells (``amqp-conformance interop --clients CLIENT --pairs same``) against the
-embedded reference broker, or its router mode for the router rows, and against three of its conformant variants
+embedded reference broker, or its router mode for the router rows, and against four of its conformant variants
 (``--reference-mutant``: :data:`BROKERS`), with both clients' shims running on the mutated copy of the library
 (:data:`LAUNCHERS`), and fails when a cell FAILs or ERRORs: a row caught the mutant. A cell the client's profile
 makes UNSUPPORTED, or a NON-STRICT its profile declares, passes, as in the grid. A cell that FAILs or ERRORs is run
@@ -39,13 +39,14 @@ from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
 CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
-# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and three
+# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and four
 # variants that make the choices the sources leave open otherwise (peers/reference/conformant_variants.py; a client
 # passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
 # a time, each publisher asked to drain its first credit, a consumer's flow stated before each of its flows is read
 # and its drains answered late, 512-byte frames, counts from 4294967294, one account), a small session
-# incoming-window, and the crossed drains counted from 0 (every-choice's counts near the wrap hide them from a client
-# that counts its own receiving link's deliveries from 0, rhea). A variant's
+# incoming-window, the crossed drains counted from 0 (every-choice's counts near the wrap hide them from a client
+# that counts its own receiving link's deliveries from 0, rhea), and every message in three transfers (every-choice
+# leaves that out: see its docstring). A variant's
 # profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
 BROKERS: dict[str, str | None] = {
     "reference": None,
@@ -53,6 +54,7 @@ BROKERS: dict[str, str | None] = {
     "reference~variant-every-choice": "variant-every-choice",
     "reference~variant-small-session-window": "variant-small-session-window",
     "reference~variant-crosses-drains": "variant-crosses-drains",
+    "reference~variant-splits-transfers": "variant-splits-transfers",
 }
 if os.environ.get("AMQP_CLIENT_MUTATION_BROKERS"):
     BROKERS = {name: BROKERS[name] for name in os.environ["AMQP_CLIENT_MUTATION_BROKERS"].split(",")}

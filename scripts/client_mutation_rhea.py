@@ -4,13 +4,18 @@ JavaScript), the grid judges.
 One command, from a fresh clone (Node 20+ and npm; Stryker comes from npm into the work directory)::
 
     python scripts/client_mutation_rhea.py [--file session.js ...] [--concurrency N] [--out DIR] [--workdir DIR]
+    python scripts/client_mutation_rhea.py --survivors --open-only [--prune-stale] [--file ...]  # minutes
+
+``--survivors`` runs again the survivors of the run kept in ``--workdir``; with ``--open-only`` and no run kept, it
+lays the work directory out afresh and mutates only the places of the mutants triaged ``open`` (those a new row or
+check was written for), printing each as killed or surviving (:func:`run_open_entries`; no score).
 
 ``scripts/client_mutation.py`` measures the grid's power on python-qpid-proton's Python layer, over a protocol
 engine written in C that mutmut cannot reach. rhea is another implementation altogether: its own frame codec,
 connection, session and link state machines, all JavaScript. Every mutant Stryker makes of the files given
 (:data:`DEFAULT_FILES`: the session, which carries transfers, dispositions and flow, and the link, which carries
 credit and settlement), on the lines the grid's cells run at all, runs under the rhea shim on both sides of the
-embedded reference broker (and of its router mode for the router rows, and of three of its conformant variants:
+embedded reference broker (and of its router mode for the router rows, and of four of its conformant variants:
 ``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs or ERRORs against it and does again
 when run again (``client_mutation_cells.CONFIRMING_RUNS``), or its run times out or crashes, and **survives** when
 every cell passes. Lines no cell runs are not mutated (found with V8's coverage of one run of the cells on the
@@ -279,6 +284,42 @@ def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, s
     return 0
 
 
+def run_open_entries(workdir: Path, files: list[str], triage: dict[str, dict[str, str]], kills: Path,
+                     concurrency: int, prune: bool) -> int:
+    """With no run kept in ``workdir``: lay it out afresh and run Stryker on the places of the mutants triaged
+    ``open`` in ``files`` only (those a new row or check was written for), printing each as killed, with the cell
+    that first failed, or surviving; with ``prune``, remove the killed ones' entries from the triage. A run of
+    minutes, from a fresh clone, where a whole run takes an hour; it measures no score (a whole run does). Returns
+    0, or 2 when Stryker stops."""
+    names = sorted(name for name, entry in triage.items()
+                   if entry.get("category") == "open" and f"{module_of_name(name)}.js" in files)
+    print(f"== client mutation: no run kept in {workdir}; the {len(names)} mutants triaged open in {', '.join(files)} "
+          "only, against the grid as it is now", flush=True)
+    if not names:
+        return 0
+    kills.unlink(missing_ok=True)
+    build_workdir(workdir, files, kills, concurrency)
+    config = json.loads((workdir / "stryker.config.json").read_text(encoding="utf-8"))
+    config.update(mutate=[f"rhea/lib/{span}" for span in sorted({mutate_span(name) for name in names})],
+                  jsonReporter={"fileName": "reports/mutation-open.json"})
+    (workdir / "stryker.open.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    run = subprocess.run(["npx", "stryker", "run", "stryker.open.json"], cwd=workdir, env=cells_env(workdir, kills))
+    if run.returncode != 0:
+        return 2
+    data = json.loads((workdir / "reports" / "mutation-open.json").read_text(encoding="utf-8"))
+    first_kill = read_kills(kills)
+    found = {mutant_name(Path(path).name, mutant): (status_of(mutant), first_kill.get(str(mutant["id"])))
+             for path, entry in data["files"].items() for mutant in entry["mutants"]}
+    killed = [name for name in names if found.get(name, ("",))[0] in KILLED_STATUSES]
+    for name in names:
+        status, case = found.get(name, ("not made (the triage names a place Stryker no longer mutates)", None))
+        print(f"  {status:9} {name}" + (f"  <- {case}" if case else ""))
+    print(f"open entries killed now: {len(killed)} of {len(names)}")
+    if prune and killed:
+        print(f"pruned {prune_triage(TRIAGE, killed)} killed triage entries from {TRIAGE}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run Stryker over rhea under the grid's cells and print the figures; exit 1 when a survivor is untriaged
     or the score is below the target, 2 for a malformed triage file or a ``--report-only`` with no run kept."""
@@ -302,8 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     kills = (args.workdir / "kills.jsonl").resolve()  # the kept run's: --survivors, --report-only read it, any --out
     started = time.monotonic()
+    kept = (args.workdir / "reports" / "mutation.json").is_file()
+    if args.survivors and args.open_only and not kept:
+        status = run_open_entries(args.workdir.resolve(), files, triage, kills, args.concurrency, args.prune_stale)
+        if status != 0:
+            print("client mutation: Stryker stopped; see its output above", file=sys.stderr)
+        return status
     if args.report_only or args.survivors:
-        if not (args.workdir / "reports" / "mutation.json").is_file():
+        if not kept:
             print(f"client mutation: no run kept in {args.workdir}; run without --report-only or --survivors first",
                   file=sys.stderr)
             return 2
@@ -321,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         kills.unlink(missing_ok=True)
         print(f"== client mutation: Stryker over rhea's {', '.join(files)}; the grid's cells, {CLIENT} with "
-              "itself, against reference, reference-router and three conformant variants", flush=True)
+              "itself, against reference, reference-router and four conformant variants", flush=True)
         covered = build_workdir(args.workdir.resolve(), files, kills.resolve(), args.concurrency)
         run = subprocess.run(["npx", "stryker", "run"], cwd=args.workdir,
                              env=cells_env(args.workdir.resolve(), kills.resolve()))
