@@ -16,10 +16,10 @@ from typing import Any
 
 from proton import Endpoint, Event, Link
 
-from ..frames import Frame
+from ..frames import FRAME_TYPE_AMQP, Frame, encode_frame
 from .accounts import ClientCertificate, OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
-from .mutants import Mutant, RewritingConnection
+from .mutants import Mutant, RewritingBroker, RewritingConnection
 from .router import Router
 from .stated_flow import SenderFlowStates
 from .wrapping_counts import CountsNearWrap, RouterCountsNearWrap, WrappingConnection
@@ -118,6 +118,25 @@ class SplitsTransfers(Broker):
 
 class RouterSplitsTransfers(SplitsTransfers, Router):
     """The router mode of :class:`SplitsTransfers`: the router also delivers what it routes in three transfers."""
+
+
+EMPTY_FRAME = encode_frame(b"")  # an AMQP frame with no body (2.3.2): 8 bytes, doff 2, channel 0
+
+
+class SendsEmptyFrames(RewritingBroker):
+    """Writes an empty frame before every AMQP frame it sends after its open: a frame with no body, which a peer
+    reads as nothing but traffic (AMQP 1.0 2.3.2; 2.4.5 has it keep a connection from its idle time-out, and a
+    broker may send one whenever it likes)."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """``frame``, an empty frame before it unless it is a header, a SASL frame or the open."""
+        if frame.frame_type == FRAME_TYPE_AMQP and frame.performative not in ("open", "amqp-header", "sasl-header"):
+            return EMPTY_FRAME + frame.raw
+        return frame.raw
+
+
+class RouterSendsEmptyFrames(SendsEmptyFrames, Router):
+    """The router mode of :class:`SendsEmptyFrames`."""
 
 
 SESSION_WINDOW_FRAMES = 16  # the incoming-window of SmallSessionWindow: room for the catalogue's largest message
@@ -303,14 +322,15 @@ class CrossesDrains(AnswersDrainsLate):
 
 class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, DrainsPublishers,
                        AnswersDrainsLate, OneAccount):
-    """Every choice above but the split transfers made the other way at once: handles from 3, channels from 2, one
-    credit at a time, withheld credit granted and revoked, each publisher asked to drain its first credit, its flow
-    stated before it reads each of a consumer's, a consumer's drain answered late, max-frame-size 512, transfers and
-    deliveries numbered from 4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only (:mod:`.accounts`).
-    (With split transfers too, a grid cell with rhea receiving would show two of its declared faults, each its own
-    deviation, and a cell is excused by one deviation of each client.) A mutant of the
-    reference that no row catches against the reference may break a guarantee only where the reference's own
-    choices hide it; ``scripts/mutation.py`` runs the survivors against this variant too."""
+    """Every choice above but the split transfers and the empty frames made the other way at once: handles from 3,
+    channels from 2, one credit at a time, withheld credit granted and revoked, each publisher asked to drain its
+    first credit, its flow stated before it reads each of a consumer's, a consumer's drain answered late,
+    max-frame-size 512, transfers and deliveries numbered from 4294967294 (:mod:`.wrapping_counts`), and one account,
+    PLAIN only (:mod:`.accounts`). (With split transfers too, a grid cell with rhea receiving would show two of its
+    declared faults, each its own deviation, and a cell is excused by one deviation of each client; the empty frames
+    would need the shifting connection, which keeps or drops a frame, to add bytes.) A mutant of the reference that
+    no row catches against the reference may break a guarantee only where the reference's own choices hide it;
+    ``scripts/mutation.py`` runs the survivors against this variant too."""
 
     least_max_frame_size = True
 
@@ -366,6 +386,8 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-splits-transfers", f"delivers every message in {TRANSFER_PARTS} transfer frames, more=true on all "
            "but the last", "keeps every guarantee (AMQP 1.0 2.6.14: a message may be split over several transfers, "
            "at the sender's choice; 2.7.5 more)", SplitsTransfers),
+    Mutant("variant-sends-empty-frames", "writes an empty frame before every frame it sends after its open",
+           "keeps every guarantee (AMQP 1.0 2.3.2: a frame with no body is traffic alone; 2.4.5)", SendsEmptyFrames),
     Mutant("variant-small-session-window", f"offers each session an incoming-window of {SESSION_WINDOW_FRAMES} "
            "frames, widened again as it reads", "keeps every guarantee (AMQP 1.0 2.5.6: the receiver sets its "
            "incoming-window; a sender must not send beyond it)", SmallSessionWindow),
@@ -410,6 +432,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-router-splits-transfers", f"the router delivers every message in {TRANSFER_PARTS} transfer "
            "frames, more=true on all but the last", "keeps every guarantee (AMQP 1.0 2.6.14, 2.7.5)",
            RouterSplitsTransfers, broker_name="reference-router"),
+    Mutant("variant-router-sends-empty-frames", "the router writes an empty frame before every frame it sends "
+           "after its open", "keeps every guarantee (AMQP 1.0 2.3.2, 2.4.5)", RouterSendsEmptyFrames,
+           broker_name="reference-router"),
     Mutant("variant-router-small-session-window", f"the router offers each session an incoming-window of "
            f"{SESSION_WINDOW_FRAMES} frames", "keeps every guarantee (AMQP 1.0 2.5.6)", RouterSmallSessionWindow,
            broker_name="reference-router"),
