@@ -18,8 +18,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.sequence import in_span, span, span_length
-from amqp_conformance.peers.transfers import came_settled
-from amqp_conformance.peers.transfers import deliveries as link_deliveries
+from amqp_conformance.peers.transfers import came_settled, deliveries
 
 from .interop_links import ConnectionLinks, WireLink, connection_links
 
@@ -67,19 +66,13 @@ def _covers(frame: Frame, delivery_id: int) -> bool:
     return in_span(delivery_id, int(first), int(first if last is None else last))
 
 
-def deliveries(frames: list[Frame], direction: str) -> list[list[Frame]]:
-    """The transfers of each delivery sent in ``direction`` ("out": the client's, "in": the broker's), a list a
-    delivery, in the order sent (:func:`amqp_conformance.peers.transfers.deliveries`: a continuation may leave
-    its delivery-id out, or repeat it)."""
-    return link_deliveries(frames, direction)
-
-
 @dataclass(frozen=True)
 class ConnectionFrames:
     """One connection's frames and what every check of it shares, found once: its links
     (:func:`.interop_links.connection_links`), the broker's attach answering the client's of ``role`` (the row's
-    link, :attr:`row_link`), the transfers of each delivery on it (:func:`deliveries`) and the first of each, the
-    dispositions, and the error frames of each end."""
+    link, :attr:`row_link`), the transfers of each delivery on it
+    (:func:`~amqp_conformance.peers.transfers.deliveries`) and the first of each, the dispositions, and the error
+    frames of each end."""
 
     frames: list[Frame]
     role: str

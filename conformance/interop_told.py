@@ -338,10 +338,10 @@ def settlement_disagreements(observed: dict[str, Any], told: dict[str, bool | No
 def arrival_disagreements(transfers: dict[str, list[Frame]], reports: dict[str, dict[str, Any]]) -> list[str]:
     """Where what a client's API told of one delivery's transfers contradicts them, one line each. ``transfers``:
     per role ("sender", "receiver"), the delivery's transfers on that client's link
-    (:func:`.interop_observe.deliveries`); ``reports``: per role, the client's report of that delivery. A reported
-    ``tag`` (hex; null where the API does not expose it) must be the delivery-tag of the delivery's first transfer
-    (AMQP 1.0 2.7.5, 2.8.7); a receiving client's ``settled_on_arrival`` (null where the API does not say) must be
-    whether a transfer of the delivery came settled (2.7.5 settled, 2.6.12)."""
+    (:func:`amqp_conformance.peers.transfers.deliveries`); ``reports``: per role, the client's report of that
+    delivery. A reported ``tag`` (hex; null where the API does not expose it) must be the delivery-tag of the
+    delivery's first transfer (AMQP 1.0 2.7.5, 2.8.7); a receiving client's ``settled_on_arrival`` (null where the
+    API does not say) must be whether a transfer of the delivery came settled (2.7.5 settled, 2.6.12)."""
     lines = []
     for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
         report, sent = reports.get(role), transfers.get(role)

@@ -98,7 +98,8 @@ def send_in_parts(link: Link, encoded: bytes, parts: int = TRANSFER_PARTS) -> No
     """Give ``link``'s current delivery ``encoded`` in ``parts`` pieces of (nearly) equal size, having proton write
     each piece but the last as a transfer frame of its own (``more`` set: the delivery is not yet whole) before the
     next is given. The caller's ``advance`` then writes the last piece with ``more`` unset. A piece larger than the
-    receiver's max-frame-size allows goes in several frames, as proton splits any transfer."""
+    receiver's max-frame-size allows goes in several frames, as proton splits any transfer; where the receiver's
+    session window is shut, proton holds the pieces and writes what it holds once the window opens."""
     size = max(1, -(-len(encoded) // parts))
     pieces = [encoded[start:start + size] for start in range(0, len(encoded), size)] or [b""]
     for piece in pieces[:-1]:
