@@ -13,7 +13,7 @@ nothing waits, nothing reads a socket. What each client's API told is held to th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
@@ -50,12 +50,16 @@ class LinkView:
     """One connection's link and its first delivery, as the frames show them."""
 
     attach: Frame | None  # the broker's attach answering the client's
-    transfer: Frame | None  # the first transfer of the link's delivery (by whichever end sends on it)
+    transfers: list[Frame]  # every transfer of the link's delivery (by whichever end sends on it), the first first
     broker_dispositions: list[Frame]  # the broker's dispositions covering that delivery, in order
     client_dispositions: list[Frame]  # the client's, in order
     errors: list[dict[str, Any]]  # the broker's detach/end/close frames that carry an error
     client_errors: list[dict[str, Any]]  # the client's own detach/end/close frames that carry an error
-    transfers: list[Frame] = field(default_factory=list)  # every transfer of that delivery, the first first
+
+    @property
+    def transfer(self) -> Frame | None:
+        """The delivery's first transfer (its delivery-id, tag and message-format); None when none came."""
+        return self.transfers[0] if self.transfers else None
 
 
 def _covers(frame: Frame, delivery_id: int) -> bool:
@@ -130,7 +134,7 @@ def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
     the link's session (matched by role and delivery-id)."""
     client_role = connection.role
     transfers = connection.deliveries[index] if index < len(connection.deliveries) else []
-    transfer = transfers[0] if transfers else None
+    transfer = transfers[0] if transfers else None  # the one that carries the delivery-id
     broker_dispositions: list[Frame] = []
     client_dispositions: list[Frame] = []
     if transfer is not None and transfer.fields.get("delivery-id") is not None:
@@ -142,8 +146,8 @@ def link_view(connection: ConnectionFrames, index: int = 0) -> LinkView:
                 broker_dispositions.append(frame)
             elif frame.direction == "out" and frame.fields.get("role") == client_role:
                 client_dispositions.append(frame)
-    return LinkView(connection.attach, transfer, broker_dispositions, client_dispositions, connection.errors,
-                    connection.client_errors, transfers)
+    return LinkView(connection.attach, transfers, broker_dispositions, client_dispositions, connection.errors,
+                    connection.client_errors)
 
 
 def carried_errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:

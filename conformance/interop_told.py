@@ -441,8 +441,8 @@ def untold_presettled_send(sending: ConnectionFrames, messages: int, presettled:
     whose messages did not all go out (no credit came) is not held."""
     if not presettled or replied_ns is None:
         return []
-    starts = sending.starts
-    if not starts or len(starts) < messages or not all(came_settled(d) for d in sending.deliveries):
+    if not sending.deliveries or len(sending.deliveries) < messages \
+            or not all(came_settled(d) for d in sending.deliveries):
         return []
     written = max(delivery[-1].t_ns for delivery in sending.deliveries)
     if replied_ns - written < UNTOLD_GRACE_NS:

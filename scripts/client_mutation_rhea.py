@@ -285,10 +285,11 @@ def run_survivors(workdir: Path, files: list[str], kills: Path, env: dict[str, s
 
 
 def run_open_entries(workdir: Path, files: list[str], triage: dict[str, dict[str, str]], kills: Path,
-                     concurrency: int, prune: bool) -> int:
+                     concurrency: int, prune: bool, out: Path) -> int:
     """With no run kept in ``workdir``: lay it out afresh and run Stryker on the places of the mutants triaged
     ``open`` in ``files`` only (those a new row or check was written for), printing each as killed, with the cell
-    that first failed, or surviving; with ``prune``, remove the killed ones' entries from the triage. A run of
+    that first failed, or surviving, and keeping Stryker's report and the kill record in ``out``
+    (``mutation-open.json``, ``kills.jsonl``); with ``prune``, remove the killed ones' entries from the triage. A run of
     minutes, from a fresh clone, where a whole run takes an hour; it measures no score (a whole run does). Returns
     0, or 2 when Stryker stops."""
     names = sorted(name for name, entry in triage.items()
@@ -306,7 +307,11 @@ def run_open_entries(workdir: Path, files: list[str], triage: dict[str, dict[str
     run = subprocess.run(["npx", "stryker", "run", "stryker.open.json"], cwd=workdir, env=cells_env(workdir, kills))
     if run.returncode != 0:
         return 2
-    data = json.loads((workdir / "reports" / "mutation-open.json").read_text(encoding="utf-8"))
+    report_file = workdir / "reports" / "mutation-open.json"
+    shutil.copy2(report_file, out / report_file.name)
+    if kills.is_file():
+        shutil.copy2(kills, out / "kills.jsonl")
+    data = json.loads(report_file.read_text(encoding="utf-8"))
     first_kill = read_kills(kills)
     found = {mutant_name(Path(path).name, mutant): (status_of(mutant), first_kill.get(str(mutant["id"])))
              for path, entry in data["files"].items() for mutant in entry["mutants"]}
@@ -345,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     kept = (args.workdir / "reports" / "mutation.json").is_file()
     if args.survivors and args.open_only and not kept:
-        status = run_open_entries(args.workdir.resolve(), files, triage, kills, args.concurrency, args.prune_stale)
+        status = run_open_entries(args.workdir.resolve(), files, triage, kills, args.concurrency, args.prune_stale,
+                                  args.out)
         if status != 0:
             print("client mutation: Stryker stopped; see its output above", file=sys.stderr)
         return status

@@ -616,7 +616,8 @@ def add_client_run_arguments(parser: argparse.ArgumentParser, client: str, tool:
                             "change to them); its kills stand")
     parser.add_argument("--open-only", action="store_true",
                         help="with --survivors: only the survivors triaged open or not triaged at all (those a new "
-                             "row or check was written for), a run of minutes instead of hours")
+                             "row or check was written for), a run of minutes instead of hours; rhea's script, with "
+                             "no run kept, mutates the places of the entries triaged open")
     parser.add_argument("--prune-stale", action="store_true",
                         help="after the report, remove from the triage files the entries it lists as stale (their "
                              "mutants no longer survive)")
