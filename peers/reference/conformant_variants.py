@@ -131,9 +131,15 @@ class SendsEmptyFrames(RewritingBroker):
 
     def rewrite(self, frame: Frame) -> bytes:
         """``frame``, an empty frame before it unless it is a header, a SASL frame or the open."""
-        if frame.frame_type == FRAME_TYPE_AMQP and frame.performative not in ("open", "amqp-header", "sasl-header"):
-            return EMPTY_FRAME + frame.raw
-        return frame.raw
+        return empty_frame_before(frame) + frame.raw
+
+
+def empty_frame_before(frame: Frame) -> bytes:
+    """An empty frame (:data:`EMPTY_FRAME`) to write ahead of ``frame`` when it is an AMQP frame after the open,
+    else nothing."""
+    if frame.frame_type == FRAME_TYPE_AMQP and frame.performative not in ("open", "amqp-header", "sasl-header"):
+        return EMPTY_FRAME
+    return b""
 
 
 class RouterSendsEmptyFrames(SendsEmptyFrames, Router):
@@ -321,25 +327,24 @@ class CrossesDrains(AnswersDrainsLate):
         return state_flows(BrokerConnection(self, peer_name))
 
 
-class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, OneCredit, RevokesWithheldCredit, DrainsPublishers,
-                       AnswersDrainsLate, OneAccount):
-    """Every choice above but the split transfers and the empty frames made the other way at once: handles from 3,
-    channels from 2, one credit at a time, withheld credit granted and revoked, each publisher asked to drain its
-    first credit, its flow stated before it reads each of a consumer's, a consumer's drain answered late,
-    max-frame-size 512, transfers and deliveries numbered from 4294967294 (:mod:`.wrapping_counts`), and one account,
-    PLAIN only (:mod:`.accounts`). (With split transfers too, a grid cell with rhea receiving would show two of its
-    declared faults, each its own deviation, and a cell is excused by one deviation of each client; the empty frames
-    would need the shifting connection, which keeps or drops a frame, to add bytes.) A mutant of the reference that
-    no row catches against the reference may break a guarantee only where the reference's own choices hide it;
+class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, SplitsTransfers, OneCredit, RevokesWithheldCredit,
+                       DrainsPublishers, AnswersDrainsLate, OneAccount):
+    """Every choice above made the other way at once: handles from 3, channels from 2, every message delivered in
+    three transfers, an empty frame before every frame after the open, one credit at a time, withheld credit granted
+    and revoked, each publisher asked to drain its first credit, its flow stated before it reads each of a
+    consumer's, a consumer's drain answered late, max-frame-size 512, transfers and deliveries numbered from
+    4294967294 (:mod:`.wrapping_counts`), and one account, PLAIN only (:mod:`.accounts`). A mutant of the reference
+    that no row catches against the reference may break a guarantee only where the reference's own choices hide it;
     ``scripts/mutation.py`` runs the survivors against this variant too."""
 
     least_max_frame_size = True
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
-        """A connection that hides the hidden links' and sessions' frames, numbers from near the wrap, states the
-        broker's flow before it reads each of a consumer's (and offers max-frame-size 512)."""
+        """A connection that hides the hidden links' and sessions' frames, numbers from near the wrap, writes an
+        empty frame before each frame it sends after the open, states the broker's flow before it reads each of a
+        consumer's (and offers max-frame-size 512)."""
         rewriters = (_without_hidden_attach, _without_hidden_sessions())
-        connection = state_flows(WrappingConnection(self, peer_name,
+        connection = state_flows(WrappingConnection(self, peer_name, before=empty_frame_before,
                                                     keep=lambda frame: bool(_through_all(rewriters, frame))))
         return offer_least_max_frame_size(connection) if self.least_max_frame_size else connection
 
@@ -422,10 +427,11 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-client-certificate", "is served over TLS, verifies the client's certificate and offers SASL "
            "EXTERNAL first", "keeps every guarantee (AMQP 1.0 5.2: TLS; 5.3.3.1: the server chooses the mechanisms "
            "it offers)", ClientCertificate),
-    Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, one credit at a "
-           f"time, withheld credit revoked, publishers drained, flow stated before reading, drains answered late, "
-           f"max-frame-size {MIN_MAX_FRAME_SIZE}, counts from 4294967294 and one account, all at once",
-           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.7.1, 2.8.7, 5.3.3.1)", EveryChoiceOther),
+    Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, messages in "
+           f"{TRANSFER_PARTS} transfers, empty frames, one credit at a time, withheld credit revoked, publishers "
+           f"drained, flow stated before reading, drains answered late, max-frame-size {MIN_MAX_FRAME_SIZE}, counts "
+           "from 4294967294 and one account, all at once", "keeps every guarantee (AMQP 1.0 2.3.2, 2.5.1, 2.5.6, "
+           "2.6.2, 2.6.7, 2.6.14, 2.7.1, 2.8.7, 5.3.3.1)", EveryChoiceOther),
     Mutant("variant-router-handles-from-three", f"the router numbers its link handles from {HIDDEN_LINKS}, not 0",
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
     Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
@@ -457,8 +463,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-router-one-account", "the router has one account: PLAIN takes only its password",
            "keeps every guarantee (AMQP 1.0 5.3.3.1)", RouterOneAccount, broker_name="reference-router"),
     Mutant("variant-router-every-choice", f"the router: handles from {HIDDEN_LINKS}, channels from "
-           f"{HIDDEN_SESSIONS}, one credit at a time, withheld credit revoked, publishers drained, flow stated before "
-           "reading, drains answered late, counts from 4294967294 and one account, all at once",
-           "keeps every guarantee (AMQP 1.0 2.5.1, 2.5.6, 2.6.2, 2.6.7, 2.8.7, 5.3.3.1)", RouterEveryChoiceOther,
+           f"{HIDDEN_SESSIONS}, messages in {TRANSFER_PARTS} transfers, empty frames, one credit at a time, withheld "
+           "credit revoked, publishers drained, flow stated before reading, drains answered late, counts from "
+           "4294967294 and one account, all at once", "keeps every guarantee (AMQP 1.0 2.3.2, 2.5.1, 2.5.6, 2.6.2, "
+           "2.6.7, 2.6.14, 2.8.7, 5.3.3.1)", RouterEveryChoiceOther,
            broker_name="reference-router"),
 )}

@@ -124,10 +124,12 @@ class Performative:
 class WrappingConnection(RewritingConnection):
     """A connection that shifts the broker's sequence numbers on the way out and the client's answers about
     them on the way in (module docstring). ``keep``, when given, decides first which of the broker's frames
-    reach the wire at all (a variant that also hides frames of its own)."""
+    reach the wire at all (a variant that also hides frames of its own); ``before``, when given, gives the bytes
+    to write ahead of each frame kept (a variant that also writes frames of its own, such as empty ones)."""
 
-    def __init__(self, broker: Broker, peer_name: str, keep: Callable[[Frame], bool] | None = None) -> None:
-        self._keep = keep
+    def __init__(self, broker: Broker, peer_name: str, keep: Callable[[Frame], bool] | None = None,
+                 before: Callable[[Frame], bytes] | None = None) -> None:
+        self._keep, self._before = keep, before
         self._broker_roles: dict[tuple[int, int], bool] = {}  # (channel, handle) of the broker's links -> role
         self._client_roles: dict[tuple[int, int], bool] = {}  # (channel, handle) of the client's links -> role
         self._client_max_frame_size = NO_LIMIT
@@ -157,9 +159,15 @@ class WrappingConnection(RewritingConnection):
 
     def _outbound(self, frame: Frame) -> bytes:
         """The broker's frame with its numbers shifted (a transfer split where it would exceed the client's
-        max-frame-size)."""
+        max-frame-size), after what ``before`` writes ahead of it; nothing for a frame not kept."""
         if self._keep is not None and not self._keep(frame):
             return b""
+        shifted = self._shifted(frame)
+        return (self._before(frame) if self._before is not None else b"") + shifted
+
+    def _shifted(self, frame: Frame) -> bytes:
+        """The broker's frame with its numbers shifted (a transfer split where it would exceed the client's
+        max-frame-size)."""
         performative = Performative.of(frame)
         if performative is None:
             return frame.raw
