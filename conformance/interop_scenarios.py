@@ -136,6 +136,8 @@ CROSSING = Scenario(
         "client_closed",  # whether each client wrote its close on its connection (2.4.3), by connection
         "client_terminus",  # whether each client's own attach carries the terminus its link needs (2.7.3): the
         # sending client's a source, the receiving client's a target
+        "broker_dropped",  # whether the broker ended each client's connection without writing a close (its stream
+        # ended or reset first), by connection
         "link_closes",  # each connection's detach frames in order, by connection: who wrote each (client or
         # broker), its closed flag (absent: false) and its error condition
         "unsettled_at_detach",  # how many of each client's deliveries were unsettled on the wire when it wrote
