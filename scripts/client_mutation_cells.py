@@ -44,11 +44,11 @@ CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
 # passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
 # a time, each publisher asked to drain its first credit, a consumer's flow stated before each of its flows is read
 # and its drains answered late, 512-byte frames, counts from 4294967294, one account, every message in three
-# transfers), a small session incoming-window, the crossed drains counted from 0 (every-choice's counts near the wrap
-# hide them from a client that counts its own receiving link's deliveries from 0, rhea), and every message in three
-# transfers with the reference's own credit and counts (every-choice gives one credit at a time: the split variant
-# alone killed rhea's link.js:311, a send buffer that never fills). A variant's profile and router mode are those of
-# the broker it replaces (fixtures.brokers.base_broker)
+# transfers, an empty frame before each frame), a small session incoming-window, the crossed drains counted from 0
+# (every-choice's counts near the wrap hide them from a client that counts its own receiving link's deliveries from
+# 0, rhea), and every message in three transfers with the reference's own credit and counts (every-choice gives one
+# credit at a time: the split variant alone killed rhea's link.js:311, a send buffer that never fills). A variant's
+# profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
 BROKERS: dict[str, str | None] = {
     "reference": None,
     "reference-router": None,
