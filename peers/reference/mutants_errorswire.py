@@ -1,15 +1,18 @@
 """Mutants of the wire answers (issue 13, branch errorswire): each breaks one field of AMQP 1.0 2.7 that only the
 golden bytes of ``wire.performatives`` (binding on ``exact-encoding`` brokers) used to catch, the way a real
 broker plausibly would. Each was written, and run against the tables, before the decoded row that kills it.
+And one that breaks the connection's end instead of a field: the broker ends the stream where it must answer a
+close (2.4.3), which ``wire.performatives/broker-close`` and every row of the client grid (``broker_dropped``) catch.
 
 Registered into :data:`.mutants.MUTANTS` by one line there; their scope is the wire and core.errors tables.
 """
 
 from __future__ import annotations
 
-from proton import Described
+from proton import Described, Event
 
 from ..frames import Frame
+from .broker import Broker, BrokerConnection
 from .mutants import Mutant, RewritingBroker, _performative, _with_field
 
 DETACH_CLOSED = 1  # field index of detach.closed
@@ -53,6 +56,13 @@ class StringErrorCondition(RewritingBroker):
         return _with_field(frame, index, Described(error.descriptor, values))
 
 
+class DropsSocketOnClose(Broker):
+    """Ends the TCP stream when a client closes its connection, instead of answering its close with a close (2.4.3)."""
+
+    def _on_pn_connection_remote_close(self, connection: BrokerConnection, event: Event) -> None:
+        connection.close_after_write = True  # what it had to write goes out, then the socket ends: no close frame
+
+
 ERRORSWIRE_MUTANTS = (
     Mutant("detach-reply-not-closed", "answers a closing detach with closed=false", "AMQP 1.0 2.6.6, 2.7.7",
            DetachReplyNotClosed, scope=SCOPE),
@@ -60,4 +70,7 @@ ERRORSWIRE_MUTANTS = (
            "AMQP 1.0 2.7.3", SenderAttachWithoutInitialCount, scope=SCOPE),
     Mutant("string-error-condition", "sends a close/end/detach error condition as a string, not a symbol",
            "AMQP 1.0 2.8.14", StringErrorCondition, scope=SCOPE),
+    Mutant("drops-socket-on-close", "ends the TCP stream when a client closes, instead of answering with a close",
+           "AMQP 1.0 2.4.3 (wire.performatives/broker-close; the client grid's broker_dropped)", DropsSocketOnClose,
+           scope=SCOPE),
 )
