@@ -156,7 +156,8 @@ LOSS_KINDS = ("client", "amqp")
 
 
 def lost_connection_disagreements(dropped: dict[str, int], replies: Sequence[ShimReply],
-                                  events: dict[str, Sequence[ShimEvent]]) -> list[str]:
+                                  events: dict[str, Sequence[ShimEvent]],
+                                  connections: dict[str, ConnectionFrames] | None = None) -> list[str]:
     """Whether each client whose connection the broker ended without a close (``dropped``: their roles, each with
     when its stream ended, ``time.monotonic_ns()``) was told of the loss by its API, one line for each that was
     not (``replies``: every command answered, both roles; ``events``: each role's shim events). Told is, after the
@@ -164,9 +165,16 @@ def lost_connection_disagreements(dropped: dict[str, int], replies: Sequence[Shi
     ended, or asked after it) or an ``error`` or ``remote-close`` event at connection scope; a failure or event
     read before the stream ended tells of something else. An API that goes on as though the connection stood
     leaves its application unaware that the deliveries it holds unsettled lost their end: the one that settles
-    second "can resend" only once it knows (003, "Receiver settles first")."""
+    second "can resend" only once it knows (003, "Receiver settles first").
+    A client whose library had written its own ``close`` before the stream ended (``connections``: each role's
+    frames) is asked nothing: its application had given the connection up, and the close the broker never sent
+    back is the broker's to answer for (the row's ``broker_dropped``), not a loss the client must report."""
     lines = []
     for role, ended_ns in dropped.items():
+        connection = (connections or {}).get(role)
+        if connection is not None and any(f.direction == "out" and f.performative == "close" and f.t_ns <= ended_ns
+                                          for f in connection.frames):
+            continue
         ended = ended_ns / 1e9  # the shims' clock: time.monotonic(), the same clock in seconds
         failed = [r for r in replies if r.role == role and r.answered >= ended and not r.body.get("ok")
                   and (r.body.get("error") or {}).get("kind") in LOSS_KINDS]
