@@ -157,7 +157,7 @@ LOSS_KINDS = ("client", "amqp")
 
 def lost_connection_disagreements(dropped: dict[str, int], replies: Sequence[ShimReply],
                                   events: dict[str, Sequence[ShimEvent]],
-                                  connections: dict[str, ConnectionFrames] | None = None) -> list[str]:
+                                  connections: dict[str, ConnectionFrames]) -> list[str]:
     """Whether each client whose connection the broker ended without a close (``dropped``: their roles, each with
     when its stream ended, ``time.monotonic_ns()``) was told of the loss by its API, one line for each that was
     not (``replies``: every command answered, both roles; ``events``: each role's shim events). Told is, after the
@@ -171,7 +171,7 @@ def lost_connection_disagreements(dropped: dict[str, int], replies: Sequence[Shi
     back is the broker's to answer for (the row's ``broker_dropped``), not a loss the client must report."""
     lines = []
     for role, ended_ns in dropped.items():
-        connection = (connections or {}).get(role)
+        connection = connections.get(role)
         if connection is not None and any(f.direction == "out" and f.performative == "close" and f.t_ns <= ended_ns
                                           for f in connection.frames):
             continue
