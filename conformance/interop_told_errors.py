@@ -14,7 +14,7 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame
 from amqp_conformance.peers.shimrun.process import ShimEvent, ShimReply
 
-from .interop_observe import ConnectionFrames, carried_errors
+from .interop_observe import ConnectionFrames, carried_errors, client_closed
 
 ERROR_SCOPES = {"detach": "link", "end": "session", "close": "connection"}  # the shim contract's scope of each
 
@@ -172,8 +172,7 @@ def lost_connection_disagreements(dropped: dict[str, int], replies: Sequence[Shi
     lines = []
     for role, ended_ns in dropped.items():
         connection = connections.get(role)
-        if connection is not None and any(f.direction == "out" and f.performative == "close" and f.t_ns <= ended_ns
-                                          for f in connection.frames):
+        if connection is not None and client_closed([f for f in connection.frames if f.t_ns <= ended_ns]):
             continue
         ended = ended_ns / 1e9  # the shims' clock: time.monotonic(), the same clock in seconds
         failed = [r for r in replies if r.role == role and r.answered >= ended and not r.body.get("ok")
