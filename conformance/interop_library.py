@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from amqp_conformance.peers.frames import first_frame
 from amqp_conformance.peers.sequence import serial_difference
 from amqp_conformance.peers.shimrun.process import ShimReply
 
@@ -222,7 +223,7 @@ def asked_hostname_disagreements(connections: dict[str, ConnectionFrames], hostn
         return []
     lines = []
     for role, connection in connections.items():
-        ours = next((f for f in connection.frames if f.direction == "out" and f.performative == "open"), None)
+        ours = first_frame(connection.frames, "open", "out")
         if ours is not None and ours.fields.get("hostname") != hostname:
             lines.append(f"the {role} client: its open states hostname {ours.fields.get('hostname')!r}, not "
                          f"{hostname!r}, which its connect command gave (AMQP 1.0 2.7.1)")
@@ -241,10 +242,10 @@ def unasked_close_disagreements(connections: dict[str, ConnectionFrames], asked_
     connection to the application)."""
     lines = []
     for role, connection in connections.items():
-        ours = next((f for f in connection.frames if f.direction == "out" and f.performative == "close"), None)
+        ours = first_frame(connection.frames, "close", "out")
         if ours is None or role not in asked_ns or ours.t_ns >= asked_ns[role]:
             continue
-        theirs = next((f for f in connection.frames if f.direction == "in" and f.performative == "close"), None)
+        theirs = first_frame(connection.frames, "close", "in")
         ended_ns = (dropped_ns or {}).get(role)
         if ended_ns is not None and ended_ns <= ours.t_ns:
             continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.frames import Frame, first_frame
 from amqp_conformance.peers.sequence import in_span, span, span_length
 from amqp_conformance.peers.transfers import came_settled, deliveries
 
@@ -222,7 +222,7 @@ def link_closes(connection: ConnectionFrames) -> list[dict[str, Any]]:
 def client_closed(frames: list[Frame]) -> bool:
     """Whether the client sent its ``close`` on this connection: AMQP 1.0 2.4.3, a peer ends a connection by
     writing close (whether it closes first or answers the broker's close), never by dropping the socket."""
-    return any(f.direction == "out" and f.performative == "close" for f in frames)
+    return first_frame(frames, "close", "out") is not None
 
 
 # the terminus a client's own attach must carry for its link to move messages at all (AMQP 1.0 2.7.3: "a link

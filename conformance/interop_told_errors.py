@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.frames import Frame, first_frame
 from amqp_conformance.peers.shimrun.process import ShimEvent, ShimReply
 
 from .interop_observe import ConnectionFrames, carried_errors, client_closed
@@ -110,8 +110,8 @@ def error_report_disagreements(connections: dict[str, ConnectionFrames], told: d
     for role, connection in connections.items():
         frames = connection.frames
         sent = [{"scope": ERROR_SCOPES[e["performative"]], **e} for e in connection.errors]
-        closed_at = next((i for i, f in enumerate(frames) if f.direction == "in" and f.performative == "close"),
-                         len(frames))
+        close = first_frame(frames, "close", "in")
+        closed_at = len(frames) if close is None else frames.index(close)
         # nothing may follow the broker's close (2.4.3, 2.8.19): the errors up to it are the ones to be told
         required = sent[:len(carried_errors(frames[:closed_at + 1], "in"))]
         reports = told.get(role, [])

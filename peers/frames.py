@@ -356,6 +356,14 @@ def render(value: Any) -> str:
     return str(value)
 
 
+def first_frame(frames: Iterable[Frame], performative: str, direction: str | None = None) -> Frame | None:
+    """The first of ``frames`` with this ``performative`` (and, when given, this ``direction``: ``"in"`` from the
+    broker, ``"out"`` from us), in the order given; None when there is none. A connection's ``open`` or ``close``
+    each way, say: the one look-up every check of who closed first or when the broker closed shares."""
+    return next((f for f in frames if f.performative == performative
+                 and (direction is None or f.direction == direction)), None)
+
+
 def labelled_lines(frames: list[tuple[str, Frame]]) -> list[str]:
     """A case's frame log (``(party, Frame)`` pairs) as ``[party]`` lines of :func:`frames_text`, one a frame."""
     text = frames_text(frame for _, frame in frames).splitlines()

@@ -24,7 +24,7 @@ from . import recvtime
 from .address import BrokerAddress
 from .ended import ANY_SESSION, nothing_more
 from .engine import CapturingEngine, delivery_tag
-from .frames import Frame, FrameSplitter, FramingError, frames_text, render
+from .frames import Frame, FrameSplitter, FramingError, first_frame, frames_text, render
 from .idle import Watch, WireCount, probe_for
 from .matching import mismatches
 from .recvtime import recv_stamped
@@ -204,7 +204,7 @@ class ScriptedPeer:
 
     def stream_end(self) -> str:
         """How the broker ended the TCP connection, for a wait it cut short: after its AMQP close or without one."""
-        closed = any(f.direction == "in" and f.performative == "close" for f in self.engine.frames)
+        closed = first_frame(self.engine.frames, "close", "in") is not None
         return "the broker ended the TCP connection" + ("" if closed else " without an AMQP close")
 
     @property

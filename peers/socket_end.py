@@ -12,15 +12,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .frames import Frame
+from .frames import Frame, first_frame
 
 
 def we_closed_first(frames: list[Frame]) -> bool:
     """True when our close went out before the broker's: the broker only answered it (it ended nothing)."""
-    for frame in frames:
-        if frame.performative == "close":
-            return frame.direction == "out"
-    return False
+    first = first_frame(frames, "close")
+    return first is not None and first.direction == "out"
 
 
 def await_end_after_close(peer: Any, quiet: float) -> None:
@@ -29,7 +27,7 @@ def await_end_after_close(peer: Any, quiet: float) -> None:
     already, or when that time has passed (another wait already watched it). A broker that keeps the socket for
     our close costs the rest of the quiet time, once."""
     frames = peer.frames
-    close = next((f for f in frames if f.direction == "in" and f.performative == "close"), None)
+    close = first_frame(frames, "close", "in")
     if quiet <= 0 or close is None or we_closed_first(frames) or peer.eof \
             or getattr(peer, "_sock", None) is None:
         return

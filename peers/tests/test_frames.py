@@ -16,11 +16,13 @@ from amqp_conformance.peers.frames import (
     FRAME_TYPE_AMQP,
     FRAME_TYPE_SASL,
     SASL_HEADER,
+    Frame,
     FrameSplitter,
     FramingError,
     described,
     encode_frame,
     encode_value,
+    first_frame,
     normalize,
     redact_frame,
     to_jsonable,
@@ -443,3 +445,18 @@ def test_to_jsonable_decoded_open_frame_is_json_serialisable():
     assert back["max-frame-size"] == 4096
     assert back["offered-capabilities"] == ["ANONYMOUS-RELAY"]
     assert back["properties"] == {"product": "x", "blob": "b'\\x01\\x02'"}
+
+
+def test_first_frame_takes_the_earliest_match_by_performative_and_direction():
+    """The first close each way and the first of either way; None where the log holds no such frame."""
+    def frame(direction: str, performative: str, t_ns: int) -> Frame:
+        return Frame(direction, 0, FRAME_TYPE_AMQP, performative, {}, b"", b"", t_ns)
+
+    log = [frame("out", "open", 1), frame("in", "open", 2), frame("in", "close", 3), frame("out", "close", 4),
+           frame("in", "close", 5)]
+    assert first_frame(log, "close") is log[2]
+    assert first_frame(log, "close", "in") is log[2]
+    assert first_frame(log, "close", "out") is log[3]
+    assert first_frame(log, "open", "in") is log[1]
+    assert first_frame(log, "detach") is None
+    assert first_frame(log[:2], "close", "out") is None
