@@ -379,7 +379,8 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Deliveries seen frame by frame. ``kind``:
 
     - ``multi-frame-in``: the peer sends a ``size``-byte body, which proton splits at the broker's
-      max-frame-size; observes ``frames`` (the peer's transfer frames), ``dispositions``, ``stored``;
+      max-frame-size (or, where the broker states none, the peer in pieces: ``ScriptedPeer.give``); observes
+      ``frames`` (the peer's transfer frames), ``dispositions``, ``stored``;
     - ``multi-frame-out``: the broker sends such a message to a peer that announced a 512-byte
       max-frame-size; observes ``frames`` (the broker's transfer frames) and ``intact``;
     - ``aborted-in``: the peer sends the first part of m1, aborts it, then sends m2 whole; observes

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
+from amqp_conformance.peers.peer import UNSTATED_LIMIT_PIECE, ExpectationFailed, ScriptedPeer
 from amqp_conformance.peers.sequence import in_span
 from proton import Delivery, Message, Receiver, Session, symbol
 
@@ -318,8 +318,9 @@ def _m1_parts(producer: ScriptedPeer, transfer: str, frames: int) -> tuple[bytes
         encoded = Message(body="m1").encode()
         return encoded, encoded[:len(encoded) // 2]
     broker_open = producer.find("open")
-    size = (broker_open.fields.get("max-frame-size") if broker_open else None) or 0xFFFFFFFF
-    size = min(int(size), 1 << 20)  # a frame's payload is at most its max-frame-size less its header
+    # a frame's payload is at most its max-frame-size less its header; where the router states none, the producer
+    # writes pieces of its own size (ScriptedPeer.give)
+    size = (broker_open.fields.get("max-frame-size") if broker_open else None) or UNSTATED_LIMIT_PIECE
     encoded = Message(body="m1", properties={"padding": "x" * (size * frames)}).encode()
     return encoded, encoded[:size * (frames - 1)]
 

@@ -36,6 +36,9 @@ from .turns import OwnClock, shared, waiting
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
 READ_SIZE = 65536
+# the most of a message's bytes the peer gives proton at a time where the broker's open states no max-frame-size
+# (ScriptedPeer.give): the peer's own choice of transfer size there (AMQP 1.0 2.6.14), proton's default limit
+UNSTATED_LIMIT_PIECE = 32768
 
 RCV_SETTLE_MODES = {"first": Link.RCV_FIRST, "second": Link.RCV_SECOND}
 SND_SETTLE_MODES = {"unsettled": Link.SND_UNSETTLED, "settled": Link.SND_SETTLED, "mixed": Link.SND_MIXED}
@@ -477,7 +480,7 @@ class ScriptedPeer:
             code, fields = state
             delivery.local.data = fields
             delivery.update(code)
-        sender.send((message or Message(body=body)).encode())
+        self.give(sender, (message or Message(body=body)).encode())
         sender.advance()
         if settled:
             delivery.settle()
@@ -489,16 +492,35 @@ class ScriptedPeer:
         self.wait_for_credit(sender)
         since = self.mark()
         delivery = sender.delivery(tag)
-        sender.send(chunk)
+        self.give(sender, chunk)
         self.expect("transfer", since, direction="out", delivery_tag=tag, more=True)
         return delivery
 
     def finish_partial(self, sender: Sender, rest: bytes) -> None:
         """Send the rest of the current partial delivery and mark it complete."""
         since = self.mark()
-        sender.send(rest)
+        self.give(sender, rest)
         sender.advance()
         self.expect("transfer", since, direction="out")
+
+    def give(self, sender: Sender, data: bytes) -> None:
+        """Give ``data`` to ``sender``'s current delivery, to go out in transfers proton writes.
+
+        Where the broker's open states a max-frame-size, proton splits at it, and ``data`` is given whole. Where it
+        states none (AMQP 1.0 2.7.1: no limit), proton would write any message in one transfer, so a row that needs a
+        message of several transfers would depend on the broker's limit: there the peer gives ``data``
+        :data:`UNSTATED_LIMIT_PIECE` bytes at a time, having proton write each piece but the last (``more`` set)
+        before the next (2.6.14: how a message is split is the sender's choice). Where the session window holds
+        them back, proton writes what it holds once the window opens."""
+        broker_open = first_frame(self.engine.frames, "open", "in")
+        if broker_open is None or broker_open.fields.get("max-frame-size") is not None:
+            sender.send(data)
+            return
+        pieces = [data[start:start + UNSTATED_LIMIT_PIECE] for start in range(0, len(data), UNSTATED_LIMIT_PIECE)]
+        for piece in pieces[:-1]:
+            sender.send(piece)
+            self.engine.transport.pending()  # proton writes the delivery's bytes so far, more=true
+        sender.send(pieces[-1] if pieces else data)
 
     def receive(self, receiver: Receiver, since: int = 0, timeout: float | None = None) -> ReceivedDelivery:
         """Wait for the next whole message on ``receiver``; read it and advance the link.

@@ -4,7 +4,7 @@ mutmut for python-proton (scripts/client_mutation.py copies this file into its w
 ``AMQP_CLIENT_MUTATION_CLIENT`` (default python-proton).
 
 Each test runs the row's cells (``amqp-conformance interop --clients CLIENT --pairs same``) against the
-embedded reference broker, or its router mode for the router rows, and against four of its conformant variants
+embedded reference broker, or its router mode for the router rows, and against five of its conformant variants
 (``--reference-mutant``: :data:`BROKERS`), with both clients' shims running on the mutated copy of the library
 (:data:`LAUNCHERS`), and fails when a cell FAILs or ERRORs: a row caught the mutant. A cell the client's profile
 makes UNSUPPORTED, or a NON-STRICT its profile declares, passes, as in the grid. A cell that FAILs or ERRORs is run
@@ -46,8 +46,10 @@ CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
 # and its drains answered late, 512-byte frames, counts from 4294967294, one account, every message in three
 # transfers, an empty frame before each frame), a small session incoming-window, the crossed drains counted from 0
 # (every-choice's counts near the wrap hide them from a client that counts its own receiving link's deliveries from
-# 0, rhea), and every message in three transfers with the reference's own credit and counts (every-choice gives one
-# credit at a time: the split variant alone killed rhea's link.js:311, a send buffer that never fills). A variant's
+# 0, rhea), every message in three transfers with the reference's own credit and counts (every-choice gives one
+# credit at a time: the split variant alone killed rhea's link.js:311, a send buffer that never fills), and an open
+# that states no max-frame-size (a client that splits by a limit the broker never gave loses its message: rhea's
+# session.js:164 `true`). A variant's
 # profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
 BROKERS: dict[str, str | None] = {
     "reference": None,
@@ -56,6 +58,7 @@ BROKERS: dict[str, str | None] = {
     "reference~variant-small-session-window": "variant-small-session-window",
     "reference~variant-crosses-drains": "variant-crosses-drains",
     "reference~variant-splits-transfers": "variant-splits-transfers",
+    "reference~variant-no-frame-limit": "variant-no-frame-limit",
 }
 if os.environ.get("AMQP_CLIENT_MUTATION_BROKERS"):
     BROKERS = {name: BROKERS[name] for name in os.environ["AMQP_CLIENT_MUTATION_BROKERS"].split(",")}

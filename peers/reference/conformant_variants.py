@@ -16,7 +16,7 @@ from typing import Any
 
 from proton import Endpoint, Event, Link
 
-from ..frames import FRAME_TYPE_AMQP, Frame, encode_frame
+from ..frames import DEFAULT_SIZE_LIMIT, FRAME_TYPE_AMQP, Frame, encode_frame
 from .accounts import ClientCertificate, OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
 from .mutants import Mutant, RewritingBroker, RewritingConnection
@@ -89,6 +89,29 @@ class SmallFrames(Broker):
     def new_connection(self, peer_name: str) -> BrokerConnection:
         """A connection that offers max-frame-size 512."""
         return offer_least_max_frame_size(BrokerConnection(self, peer_name))
+
+
+def offer_no_frame_limit(connection: BrokerConnection) -> BrokerConnection:
+    """``connection``, set to state no max-frame-size in its open (proton writes the field only for a limit): the
+    field's default, 4294967295, so a client may send a frame of any size the 32-bit frame size can hold. What the
+    connection's splitter buffers is still bounded (:data:`amqp_conformance.peers.frames.DEFAULT_SIZE_LIMIT`, 16
+    MiB, as for any frame the reference reads): no row sends a frame near it."""
+    connection.engine.transport.max_frame_size = 0
+    connection.policed.splitter.size_limit = DEFAULT_SIZE_LIMIT
+    return connection
+
+
+class NoFrameLimit(Broker):
+    """States no max-frame-size in its open (AMQP 1.0 2.7.1: absent, the field's default 4294967295): a client that
+    takes a missing field for "no room" or divides by it mangles every message it sends."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection whose open states no max-frame-size."""
+        return offer_no_frame_limit(BrokerConnection(self, peer_name))
+
+
+class RouterNoFrameLimit(NoFrameLimit, Router):
+    """The router mode of :class:`NoFrameLimit`."""
 
 
 TRANSFER_PARTS = 3  # the transfers SplitsTransfers writes each message it delivers in (fewer for under 3 bytes)
@@ -389,6 +412,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.5.1: each end of a session chooses its own channel)", ChannelsFromTwo),
     Mutant("variant-small-frames", f"offers max-frame-size {MIN_MAX_FRAME_SIZE}, the least 2.7.1 allows",
            "keeps every guarantee (AMQP 1.0 2.7.1: any max-frame-size from 512)", SmallFrames),
+    Mutant("variant-no-frame-limit", "states no max-frame-size in its open",
+           "keeps every guarantee (AMQP 1.0 2.7.1: max-frame-size is optional, its default 4294967295)",
+           NoFrameLimit),
     Mutant("variant-splits-transfers", f"delivers every message in {TRANSFER_PARTS} transfer frames, more=true on all "
            "but the last", "keeps every guarantee (AMQP 1.0 2.6.14: a message may be split over several transfers, "
            "at the sender's choice; 2.7.5 more)", SplitsTransfers),
@@ -436,6 +462,8 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "keeps every guarantee (AMQP 1.0 2.6.2)", RouterHandlesFromThree, broker_name="reference-router"),
     Mutant("variant-router-channels-from-two", f"the router numbers its session channels from {HIDDEN_SESSIONS}, "
            "not 0", "keeps every guarantee (AMQP 1.0 2.5.1)", RouterChannelsFromTwo, broker_name="reference-router"),
+    Mutant("variant-router-no-frame-limit", "the router states no max-frame-size in its open",
+           "keeps every guarantee (AMQP 1.0 2.7.1)", RouterNoFrameLimit, broker_name="reference-router"),
     Mutant("variant-router-splits-transfers", f"the router delivers every message in {TRANSFER_PARTS} transfer "
            "frames, more=true on all but the last", "keeps every guarantee (AMQP 1.0 2.6.14, 2.7.5)",
            RouterSplitsTransfers, broker_name="reference-router"),
