@@ -54,6 +54,10 @@ class Case:
     a node no consumer is attached to: :data:`.scenarios.STORE`).
     ``silent`` maps observations the source does not decide to a note saying so: the row's value there is
     what the reference does, and a difference is INFO for every broker (the reference included).
+    ``premise`` (grid rows only) maps observations to the patterns a cell must show for it to have exercised what
+    the row is about, where that rests on a choice a client's library makes (how it splits a message, say): a
+    cell that does not show them tells nothing of the row and is UNSUPPORTED (fixtures/interop.py
+    ``held_to_premise``), unless it FAILed or ERRORed on its own.
     """
 
     id: str
@@ -74,6 +78,7 @@ class Case:
     # when the broker says it is idle: an effect the source forbids may come late (a rejected message put
     # back later); 0: no floor
     watch: float = 0.0
+    premise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def expectation_sets(self) -> list[str]:
@@ -164,15 +169,16 @@ def load_table(path: Path, interop: bool = False) -> list[Case]:
         if not isinstance(row, dict):
             raise TableError(f"{row_where}: a row must be a table of fields")
         cases.append(_load_row(row, row_where, path, table, title, scenario_name, scenario, document, heading,
-                               source.get("url")))
+                               source.get("url"), interop))
     return cases
 
 
 def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenario_name: str, scenario: Any,
-              document: str, heading: str, url: str | None) -> Case:
-    # heading: the row's own section, where one table spans several (core.errors); watch: see Case.watch
+              document: str, heading: str, url: str | None, interop: bool = False) -> Case:
+    # heading: the row's own section, where one table spans several (core.errors); watch: see Case.watch;
+    # premise: see Case.premise (a grid row's; the catalogue's peer makes its own choices, so it has none)
     known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity",
-             "silent", "heading", "watch"}
+             "silent", "heading", "watch", *(("premise",) if interop else ())}
     unknown = set(row) - known
     if unknown:
         raise TableError(f"{where}: unknown field(s) {sorted(unknown)} (fields: {', '.join(sorted(known))})")
@@ -204,6 +210,16 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
             problems = validate_pattern(pattern, f"expect.{set_name}.{key}")
             if problems:
                 raise TableError(f"{where}: field '{problems[0].split(':')[0]}': {problems[0].split(': ', 1)[1]}")
+    premise = row.get("premise", {})
+    if not isinstance(premise, dict) or ("premise" in row and not premise):
+        raise TableError(f"{where}: field 'premise': must be a non-empty table of observations")
+    for key, pattern in premise.items():
+        if key not in scenario.observations:
+            raise TableError(f"{where}: field 'premise.{key}': scenario {scenario_name!r} does not observe {key!r} "
+                             f"(it observes: {', '.join(scenario.observations)})")
+        problems = validate_pattern(pattern, f"premise.{key}")
+        if problems:
+            raise TableError(f"{where}: field '{problems[0].split(':')[0]}': {problems[0].split(': ', 1)[1]}")
     informational = tuple(row.get("informational", ()))
     for key in informational:
         if key not in scenario.observations:
@@ -230,7 +246,7 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         expect={k: expect[k] for k in EXPECTATION_SETS if k in expect},
         requires=tuple(dict.fromkeys((*row.get("requires", ()), *scenario.needs(given)))),
         informational=informational, severity=severity, file=path.name,
-        silent=dict(silent), watch=float(watch),
+        silent=dict(silent), watch=float(watch), premise=dict(premise),
     )
 
 
