@@ -56,8 +56,8 @@ class Case:
     what the reference does, and a difference is INFO for every broker (the reference included).
     ``premise`` (grid rows only) maps observations to the patterns a cell must show for it to have exercised what
     the row is about, where that rests on a choice a client's library makes (how it splits a message, say): a
-    cell that does not show them tells nothing of the row and is UNSUPPORTED (fixtures/interop.py
-    ``held_to_premise``), unless it FAILed or ERRORed on its own.
+    cell that passed without showing them tells nothing of the row and is UNSUPPORTED (fixtures/interop.py
+    ``held_to_premise``); a FAIL, an ERROR or a NON-STRICT stands.
     """
 
     id: str
