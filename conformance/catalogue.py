@@ -201,25 +201,10 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         if set_name not in EXPECTATION_SETS:
             raise TableError(f"{where}: field 'expect.{set_name}': unknown expectation set "
                              f"(known: {', '.join(EXPECTATION_SETS)})")
-        if not isinstance(expected, dict) or not expected:
-            raise TableError(f"{where}: field 'expect.{set_name}': must be a non-empty table of observations")
-        for key, pattern in expected.items():
-            if key not in scenario.observations:
-                raise TableError(f"{where}: field 'expect.{set_name}.{key}': scenario {scenario_name!r} does not "
-                                 f"observe {key!r} (it observes: {', '.join(scenario.observations)})")
-            problems = validate_pattern(pattern, f"expect.{set_name}.{key}")
-            if problems:
-                raise TableError(f"{where}: field '{problems[0].split(':')[0]}': {problems[0].split(': ', 1)[1]}")
+        _check_observations(expected, f"expect.{set_name}", where, scenario_name, scenario)
     premise = row.get("premise", {})
-    if not isinstance(premise, dict) or ("premise" in row and not premise):
-        raise TableError(f"{where}: field 'premise': must be a non-empty table of observations")
-    for key, pattern in premise.items():
-        if key not in scenario.observations:
-            raise TableError(f"{where}: field 'premise.{key}': scenario {scenario_name!r} does not observe {key!r} "
-                             f"(it observes: {', '.join(scenario.observations)})")
-        problems = validate_pattern(pattern, f"premise.{key}")
-        if problems:
-            raise TableError(f"{where}: field '{problems[0].split(':')[0]}': {problems[0].split(': ', 1)[1]}")
+    if "premise" in row:
+        _check_observations(premise, "premise", where, scenario_name, scenario)
     informational = tuple(row.get("informational", ()))
     for key in informational:
         if key not in scenario.observations:
@@ -248,6 +233,20 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         informational=informational, severity=severity, file=path.name,
         silent=dict(silent), watch=float(watch), premise=dict(premise),
     )
+
+
+def _check_observations(patterns: Any, name: str, where: str, scenario_name: str, scenario: Any) -> None:
+    """Raise :class:`TableError` unless ``patterns`` (a row's field ``name``: an expectation set, its premise) is a
+    non-empty table whose keys the scenario observes and whose values are valid patterns."""
+    if not isinstance(patterns, dict) or not patterns:
+        raise TableError(f"{where}: field '{name}': must be a non-empty table of observations")
+    for key, pattern in patterns.items():
+        if key not in scenario.observations:
+            raise TableError(f"{where}: field '{name}.{key}': scenario {scenario_name!r} does not "
+                             f"observe {key!r} (it observes: {', '.join(scenario.observations)})")
+        problems = validate_pattern(pattern, f"{name}.{key}")
+        if problems:
+            raise TableError(f"{where}: field '{problems[0].split(':')[0]}': {problems[0].split(': ', 1)[1]}")
 
 
 def _require(data: dict, key: str, kind: type | tuple[type, ...], where: str, prefix: str = "") -> Any:

@@ -13,7 +13,7 @@ by hand; this measures its power the way ``scripts/mutation.py`` measures the ca
 chose. Every mutant of the modules of python-qpid-proton's Python layer that carry deliveries, their states and
 settlement, and the messaging handler's automatic accepting and settling (:data:`MODULES`; by default those whose
 survivors are triaged, :data:`DEFAULT_MODULES`), runs under the python-proton shim on both sides of the embedded
-reference broker (and of its router mode, for the router rows, and of five of its conformant variants:
+reference broker (and of its router mode, for the router rows, and of the conformant variants in
 ``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs or ERRORs against it and does again
 when run again (``client_mutation_cells.CONFIRMING_RUNS``), or its run times out or crashes; it **survives** when
 every cell passes, and is **unreached** when no cell runs its function: the shim uses only part of the library (no
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.report_only:
         kills.unlink(missing_ok=True)
         print(f"== client mutation: mutmut over python-qpid-proton's {', '.join(modules)}; the grid's cells, "
-              f"{CLIENT} with itself, against reference, reference-router and five conformant variants", flush=True)
+              f"{CLIENT} with itself, against the brokers of client_mutation_cells.BROKERS", flush=True)
         build_workdir(args.workdir, modules)
         run_mutmut(args.workdir, kills, max_children=args.max_children, env=env)
     statuses = {name: status for name, status in read_statuses(args.workdir).items() if module_of(name) in modules}

@@ -4,7 +4,7 @@ mutmut for python-proton (scripts/client_mutation.py copies this file into its w
 ``AMQP_CLIENT_MUTATION_CLIENT`` (default python-proton).
 
 Each test runs the row's cells (``amqp-conformance interop --clients CLIENT --pairs same``) against the
-embedded reference broker, or its router mode for the router rows, and against five of its conformant variants
+embedded reference broker, or its router mode for the router rows, and against the conformant variants
 (``--reference-mutant``: :data:`BROKERS`), with both clients' shims running on the mutated copy of the library
 (:data:`LAUNCHERS`), and fails when a cell FAILs or ERRORs: a row caught the mutant. A cell the client's profile
 makes UNSUPPORTED, or a NON-STRICT its profile declares, passes, as in the grid. A cell that FAILs or ERRORs is run

@@ -15,7 +15,7 @@ engine written in C that mutmut cannot reach. rhea is another implementation alt
 connection, session and link state machines, all JavaScript. Every mutant Stryker makes of the files given
 (:data:`DEFAULT_FILES`: the session, which carries transfers, dispositions and flow, and the link, which carries
 credit and settlement), on the lines the grid's cells run at all, runs under the rhea shim on both sides of the
-embedded reference broker (and of its router mode for the router rows, and of five of its conformant variants:
+embedded reference broker (and of its router mode for the router rows, and of the conformant variants in
 ``client_mutation_cells.BROKERS``). A mutant is **killed** when a cell FAILs or ERRORs against it and does again
 when run again (``client_mutation_cells.CONFIRMING_RUNS``), or its run times out or crashes, and **survives** when
 every cell passes. Lines no cell runs are not mutated (found with V8's coverage of one run of the cells on the
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         kills.unlink(missing_ok=True)
         print(f"== client mutation: Stryker over rhea's {', '.join(files)}; the grid's cells, {CLIENT} with "
-              "itself, against reference, reference-router and five conformant variants", flush=True)
+              "itself, against the brokers of client_mutation_cells.BROKERS", flush=True)
         covered = build_workdir(args.workdir.resolve(), files, kills.resolve(), args.concurrency)
         run = subprocess.run(["npx", "stryker", "run"], cwd=args.workdir,
                              env=cells_env(args.workdir.resolve(), kills.resolve()))
