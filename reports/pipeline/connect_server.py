@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .local_fs import local_fs_conf
-from .session import DRIVER_GC, LOG4J
+from .session import LOG4J, driver_java_options
 from .sizing import PLAN_CONF
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -78,7 +78,7 @@ def server_command(port: int = DEFAULT_PORT, memory: str = DEFAULT_MEMORY, maste
         conf.update({"spark.driver.bindAddress": HOST, "spark.driver.host": HOST})
     conf.update(extra or {})
     command = [str(home / "bin" / "spark-submit"), "--master", master, "--driver-memory", memory,
-               "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j} {DRIVER_GC}",
+               "--driver-java-options", driver_java_options(log4j),
                *connect_jar_arguments(home), "--class", CONNECT_SERVER_CLASS]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]

@@ -26,19 +26,30 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 # where G1's concurrent threads compete with the tasks for them; measured on 2 cores with the full-size
 # benchmark, ingest took 84 s against 95 s and the report 28 s against 30 s (docs/pipeline.md).
 DRIVER_GC = "-XX:+UseParallelGC"
+# More options for every driver JVM the pipeline launches (a local driver, a Connect server), after its own. For
+# small data the JIT's compiling costs more than it saves: the project's own tests set -XX:TieredStopAtLevel=1
+# (C1 only), which took their Spark modules from 138 s to 98 s on 2 cores; at full size it slows ingest
+# (docs/pipeline.md), so it is no default.
+JAVA_OPTIONS_ENV = "AMQP_CONFORMANCE_SPARK_JAVA_OPTIONS"
+
+
+def driver_java_options(log4j: Path) -> str:
+    """The driver JVM's options: the log configuration ``log4j``, the throughput collector (:data:`DRIVER_GC`),
+    then whatever :data:`JAVA_OPTIONS_ENV` names (so a caller's option wins over ours)."""
+    return " ".join(part for part in (f"-Dlog4j2.configurationFile=file:{log4j}", DRIVER_GC,
+                                      os.environ.get(JAVA_OPTIONS_ENV, "").strip()) if part)
 
 
 def _driver_java_options() -> None:
-    """The driver JVM this process launches: Spark's start-up chatter off (errors still shown) and the
-    throughput collector (:data:`DRIVER_GC`); left alone when the caller configured the JVM (its own
-    ``PYSPARK_SUBMIT_ARGS``, or ``spark-submit``)."""
+    """The driver JVM this process launches: Spark's start-up chatter off (errors still shown), the
+    throughput collector and any options of :data:`JAVA_OPTIONS_ENV` (:func:`driver_java_options`); left alone
+    when the caller configured the JVM (its own ``PYSPARK_SUBMIT_ARGS``, or ``spark-submit``)."""
     if "PYSPARK_SUBMIT_ARGS" in os.environ or "SPARK_ENV_LOADED" in os.environ:
         return
     path = Path(tempfile.gettempdir()) / "amqp-conformance-log4j2.properties"
     if not path.exists():
         path.write_text(LOG4J, encoding="utf-8")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = (f'--driver-java-options "-Dlog4j2.configurationFile=file:{path} '
-                                         f'{DRIVER_GC}" pyspark-shell')
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{driver_java_options(path)}" pyspark-shell'
 
 
 def is_connect_url(master: str | None) -> bool:
