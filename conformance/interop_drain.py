@@ -63,7 +63,7 @@ class DrainWire:
             return False
         if any(ends_drain(f, self.asked) and f.t_ns <= t_ns for f in self.broker_flows):
             return True
-        return self._used_up(self.asked, t_ns)
+        return self.used_up(self.asked, t_ns)
 
     def credit_given_used_up_by(self, t_ns: int) -> bool:
         """With no drain asked (``asked`` None): whether the client had given credit on the link, by a flow before
@@ -73,9 +73,9 @@ class DrainWire:
         given = [f for f in self.client_flows if f.t_ns <= t_ns and f.fields.get("link-credit")]
         if not given:
             return False
-        return self._used_up(given[-1], t_ns)
+        return self.used_up(given[-1], t_ns)
 
-    def _used_up(self, request: Frame, t_ns: int) -> bool:
+    def used_up(self, request: Frame, t_ns: int) -> bool:
         """Whether the deliveries begun by ``t_ns`` used up the credit ``request`` (a flow of the client's) gave: the
         broker's delivery-count they reached against the request's delivery-count and link-credit, or, without those
         counts on the wire, as many deliveries begun after the request as it gave credit."""
@@ -160,6 +160,22 @@ def drain_wire(connection: ConnectionFrames) -> DrainWire:
                         after_end += ended
                 continuing = bool(frame.fields.get("more"))
     return DrainWire(asked, flows, transfers, after_end, tuple(begun), initial, tuple(client_flows))
+
+
+def credit_renewals(wire: DrainWire) -> int:
+    """The observation ``receiver_credit_renewed``: how many times the receiving client gave the row's link credit
+    again once the broker's deliveries had used up what it gave before (004 pn_delivery_aborted: a delivery
+    consumes a credit, pn_link_flow() issues new credit): its flows with link-credit above 0 sent when the deliveries
+    that had reached the relay had used up the credit of its previous such flow (:meth:`DrainWire.used_up`). A
+    library that grants a thousand credits at once and is sent two messages renews none."""
+    renewed, given = 0, None
+    for flow in wire.client_flows:
+        if not flow.fields.get("link-credit"):
+            continue
+        if given is not None and wire.used_up(given, flow.t_ns):
+            renewed += 1
+        given = flow
+    return renewed
 
 
 def receiver_drain(wire: DrainWire) -> dict[str, Any]:

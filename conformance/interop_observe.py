@@ -163,9 +163,10 @@ def carried_errors(frames: list[Frame], direction: str) -> list[dict[str, Any]]:
 def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
     """On the connection's row link (:attr:`ConnectionFrames.row_link`), walked once: how many deliveries it
     carried (:attr:`ConnectionFrames.starts`), how many ``clashes`` (a delivery whose tag, its first transfer's, is
-    the tag of a delivery of the link that was still unsettled when it began) and ``unsettled_at_detach``: how many
-    of its deliveries were still unsettled when the client wrote its first detach on that link (None when it wrote
-    none).
+    the tag of a delivery of the link that was still unsettled when it began), ``most_unsettled``: the most of its
+    deliveries unsettled at once (below 2, no tag could clash whatever the library chose), and
+    ``unsettled_at_detach``: how many of its deliveries were still unsettled when the client wrote its first detach on
+    that link (None when it wrote none).
     A delivery is settled once a transfer or disposition covering it says settled, whichever end sent it: frames of
     a connection are processed in order, so the other end has settled too before it reads anything sent after
     (AMQP 1.0 2.6.12: a tag is unique among all deliveries either end could consider unsettled; 004, pn_delivery:
@@ -178,7 +179,7 @@ def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
     detached = link.first_detach("out") if link is not None else None
     detach_at = None if detached is None else detached[0]  # the position of the client's first detach of the link
     unsettled: dict[int, Any] = {}
-    deliveries, clashes, last = 0, 0, None
+    deliveries, clashes, most, last = 0, 0, 0, None
     at_detach: int | None = None
     # the frames are in the order the relay read them (peers/relay.py), so a settlement, which the broker writes
     # only after it read the delivery, never precedes the delivery it settles. One that covers a delivery not yet
@@ -192,6 +193,7 @@ def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
                 deliveries += 1
                 clashes += tag in unsettled.values()
                 unsettled[last] = tag
+                most = max(most, len(unsettled))
             if fields.get("settled") and last is not None:
                 unsettled.pop(last, None)
         elif frame.performative == "disposition" and fields.get("settled"):
@@ -200,7 +202,7 @@ def link_settlement(connection: ConnectionFrames) -> dict[str, Any]:
                     del unsettled[delivery_id]
         elif position == detach_at:
             at_detach = len(unsettled)
-    return {"deliveries": deliveries, "clashes": clashes, "unsettled_at_detach": at_detach}
+    return {"deliveries": deliveries, "clashes": clashes, "most_unsettled": most, "unsettled_at_detach": at_detach}
 
 
 def link_closes(connection: ConnectionFrames) -> list[dict[str, Any]]:
@@ -293,7 +295,7 @@ def cell_frames(sending: list[Frame], receiving: list[Frame]) -> CellFrames:
     connections = {"sender": connection_frames(sending, "sender"), "receiver": connection_frames(receiving, "receiver")}
     walked = {role: link_settlement(connection) for role, connection in connections.items()}
     return CellFrames(connections["sender"], connections["receiver"],
-                      {"deliveries": walked["sender"]["deliveries"], "clashes": walked["sender"]["clashes"]},
+                      {key: walked["sender"][key] for key in ("deliveries", "clashes", "most_unsettled")},
                       {role: client_closed(c.frames) for role, c in connections.items()},
                       {role: client_terminus(c) for role, c in connections.items()},
                       {role: link_closes(c) for role, c in connections.items()},

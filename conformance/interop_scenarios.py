@@ -119,7 +119,8 @@ CROSSING = Scenario(
     observations=(
         "sender_attach",  # the broker's attach to the sending client
         "sender_transfer",  # the sending client's transfer of the message
-        "sender_tags",  # the sending client's link: its deliveries, and those whose tag an unsettled one had
+        "sender_tags",  # the sending client's link: its deliveries, those whose tag an unsettled one had, and the
+        # most unsettled at once
         "sender_answers",  # the broker's dispositions to the sending client for it
         "sender_settles",  # the sending client's dispositions for it
         "sender_settled_early",  # the sending client settled before the broker gave a terminal state or settled
@@ -150,6 +151,8 @@ CROSSING = Scenario(
         "receiver_drain",  # the row's drain on the wire (conformance/interop_drain.receiver_drain): the credit the
         # receiving client's drain flow gave, the broker's transfers after it and its answering flow's fields
         "receiver_drained",  # what the receiving client's API told of the drain's end: "drained", or its error
+        "receiver_credit_renewed",  # how many times the receiving client gave its link credit again once the
+        # broker's deliveries had used up what it gave before (conformance/interop_drain.credit_renewals)
         "sender_drain",  # the broker's drain of the sending client's link and the client's answer on the wire
         # (conformance/interop_sender_drain.sender_drain), or null when the broker never asked one
         "stopped",  # why the cell stopped short (a client's step failed: its error text), or null
