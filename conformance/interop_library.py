@@ -9,7 +9,9 @@ asked for, or a frame it owed and did not write, is the library's act. Each conn
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from amqp_conformance.peers.frames import first_frame
@@ -20,10 +22,21 @@ from .interop_flow import deliveries_allowed
 from .interop_observe import ConnectionFrames
 
 
-def credit_disagreements(sending: ConnectionFrames) -> list[str]:
+@dataclass(frozen=True)
+class SenderCredit:
+    """The sending client's row link held to the credit the broker's flows gave it (:func:`sender_credit`):
+    ``beyond``, the line for its first delivery beyond that credit (None: none was); ``flows_used``, how many of the
+    broker's flows gave credit its deliveries went out under (a flow that raised what the link may have sent, and
+    that some delivery needed: the first flow whose allowance reached it)."""
+
+    beyond: str | None
+    flows_used: int
+
+
+def sender_credit(sending: ConnectionFrames) -> SenderCredit:
     """Whether the sending client kept to the credit the broker gave its link (AMQP 1.0 2.6.7: a sender may
     send a delivery only while its link-credit, ``delivery-count_rcv + link-credit_rcv - delivery-count_snd``
-    from the receiver's last flow, is above zero); the first delivery beyond it, or an empty list.
+    from the receiver's last flow, is above zero), and under how many of the broker's flows its deliveries went.
 
     Deliveries are counted from the client's attach's initial-delivery-count (a transfer that continues a
     delivery uses no credit of its own, 2.6.14); a flow of the broker's that leaves delivery-count out counts
@@ -33,7 +46,8 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
     it first), the most any flow so far allowed is the limit: a broker that lowers its credit is never a client's
     fault. Only the broker's flows for the client's link count (``sending``: the sending client's connection, its
     row link the client's sender): those on the handle of the broker's attach answering it, or any flow with a
-    handle when the broker's attach is not among the frames.
+    handle when the broker's attach is not among the frames. A delivery goes under the first flow whose allowance
+    reached it: a broker that gives all its credit in one flow has the deliveries under that one alone.
     """
     attach = None if sending.row_link is None else sending.row_link.client_attach
     initial = int((attach.fields.get("initial-delivery-count") if attach else None) or 0)
@@ -41,6 +55,8 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
     own_handle = None if attach is None else attach.fields.get("handle")
     starts = {id(f) for f in sending.starts}  # a continuation uses no credit of its own
     allowed: int | None = None  # the most deliveries any of the broker's flows so far let the client send
+    raised: list[int] = []  # each allowance a flow of the broker's raised it to, in order
+    used: set[int] = set()  # the flows (their places in ``raised``) that some delivery went out under
     counted = drained = 0  # deliveries counted: sent, or drained by the client's own flow
     for frame in sending.frames:
         if frame.performative == "flow" and frame.fields.get("handle") is not None:
@@ -54,6 +70,8 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
             limit = deliveries_allowed(frame.fields, initial)
             if limit is None or (handle is not None and frame.fields["handle"] != handle):
                 continue
+            if allowed is None or limit > allowed:
+                raised.append(limit)
             allowed = limit if allowed is None else max(allowed, limit)
         elif id(frame) in starts:
             counted += 1
@@ -61,9 +79,10 @@ def credit_disagreements(sending: ConnectionFrames) -> list[str]:
                 granted = "no flow of the broker's had given it credit" if allowed is None else \
                     f"the broker's flows had allowed {allowed} deliveries"
                 spent = f"its delivery-count at {counted}, {drained} of it drained by its own flow; " if drained else ""
-                return [f"the sending client sent delivery {counted - drained} of its link beyond the credit the "
-                        f"broker gave it ({spent}{granted}; AMQP 1.0 2.6.7)"]
-    return []
+                return SenderCredit(f"the sending client sent delivery {counted - drained} of its link beyond the "
+                                    f"credit the broker gave it ({spent}{granted}; AMQP 1.0 2.6.7)", len(used))
+            used.add(bisect_left(raised, counted))
+    return SenderCredit(None, len(used))
 
 
 def late_detach_disagreements(replies: Sequence[ShimReply], connections: dict[str, ConnectionFrames],

@@ -121,6 +121,8 @@ CROSSING = Scenario(
         "sender_transfer",  # the sending client's transfer of the message
         "sender_tags",  # the sending client's link: its deliveries, those whose tag an unsettled one had, and the
         # most unsettled at once
+        "sender_credit_flows",  # how many of the broker's flows gave credit the sending client's deliveries went
+        # out under (conformance/interop_library.sender_credit): 1 where the broker gave it all at once
         "sender_answers",  # the broker's dispositions to the sending client for it
         "sender_settles",  # the sending client's dispositions for it
         "sender_settled_early",  # the sending client settled before the broker gave a terminal state or settled
