@@ -4,6 +4,7 @@ Connect server (``sc://host:port``) that keeps its JVM warm between reports."""
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def _driver_java_options() -> None:
     path = Path(tempfile.gettempdir()) / "amqp-conformance-log4j2.properties"
     if not path.exists():
         path.write_text(LOG4J, encoding="utf-8")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{driver_java_options(path)}" pyspark-shell'
+    # PySpark splits this as a shell would (shlex): quoted whole, a path or an option with a space stays one
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {shlex.quote(driver_java_options(path))} pyspark-shell"
 
 
 def is_connect_url(master: str | None) -> bool:
