@@ -128,6 +128,8 @@ CROSSING = Scenario(
         "sender_settled_early",  # the sending client settled before the broker gave a terminal state or settled
         "sender_ordering",  # the sending link's settlement order: the rcv-settle-mode the broker's attach put in
         # use, the broker's first disposition for the message, whether the client settled it with its own
+        "sender_answered_after_receiver",  # whether the broker's first disposition to the sending client came after
+        # the receiving client's first disposition left (a router's propagated outcome), null when either is missing
         "receiver_attach",  # the broker's attach to the receiving client
         "delivered",  # the broker's transfer of the message to the receiving client
         "receiver_answers",  # the receiving client's dispositions for it
