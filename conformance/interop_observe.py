@@ -227,6 +227,21 @@ def client_closed(frames: list[Frame]) -> bool:
     return first_frame(frames, "close", "out") is not None
 
 
+OTHER_ROLE = {"sender": "receiver", "receiver": "sender"}
+
+
+def row_link_beside_first(connection: ConnectionFrames) -> bool | None:
+    """Whether the client attached its row link on the session of its first link (a row's ``first_link``: its link
+    of the other role, attached before), so that the two are told apart by their handles alone (AMQP 1.0 2.6.2: a
+    handle names one attached link of a session): True on the same channel, False on another (a session of its
+    own, where the handle may be the first link's number without naming it); None when either attach is missing."""
+    first = connection.links.of_role(OTHER_ROLE[connection.role])
+    row = connection.row_link
+    if first is None or row is None or first.client_attach is None or row.client_attach is None:
+        return None
+    return first.client_attach.channel == row.client_attach.channel
+
+
 # the terminus a client's own attach must carry for its link to move messages at all (AMQP 1.0 2.7.3: "a link
 # with no source will never produce outgoing messages", "a link with no target will never permit incoming
 # messages"): the sender's source, the receiver's target
@@ -297,6 +312,7 @@ class CellFrames:
     client_terminus: dict[str, bool | None]
     link_closes: dict[str, list[dict[str, Any]]]
     unsettled_at_detach: dict[str, int | None]
+    row_link_beside_first: dict[str, bool | None]
 
     @property
     def by_role(self) -> dict[str, ConnectionFrames]:
@@ -313,7 +329,8 @@ def cell_frames(sending: list[Frame], receiving: list[Frame]) -> CellFrames:
                       {role: client_closed(c.frames) for role, c in connections.items()},
                       {role: client_terminus(c) for role, c in connections.items()},
                       {role: link_closes(c) for role, c in connections.items()},
-                      {role: walked[role]["unsettled_at_detach"] for role in connections})
+                      {role: walked[role]["unsettled_at_detach"] for role in connections},
+                      {role: row_link_beside_first(c) for role, c in connections.items()})
 
 
 def observe(sending: list[Frame], receiving: list[Frame], index: int = 0) -> dict[str, Any]:
@@ -357,4 +374,5 @@ def views_observed(cell: CellFrames, sent: LinkView, got: LinkView) -> dict[str,
         "client_terminus": dict(cell.client_terminus),
         "link_closes": {role: list(closes) for role, closes in cell.link_closes.items()},
         "unsettled_at_detach": dict(cell.unsettled_at_detach),
+        "row_link_beside_first": dict(cell.row_link_beside_first),
     }

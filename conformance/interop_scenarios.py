@@ -147,6 +147,8 @@ CROSSING = Scenario(
         # broker), its closed flag (absent: false) and its error condition
         "unsettled_at_detach",  # how many of each client's deliveries were unsettled on the wire when it wrote
         # its first detach (null: it wrote none), by connection
+        "row_link_beside_first",  # per role, whether the client attached its row link on the session of its first
+        # link (a row's first_link), told apart by handle alone (null: no first link)
         "sender_report",  # what the sending client's API told it of the message (its shim's delivery report)
         "receiver_report",  # what the receiving client's API told it (its shim's delivery report)
         "received_messages",  # how many messages the receiving client's API gave it, over all its receive commands
