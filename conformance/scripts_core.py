@@ -47,7 +47,7 @@ def wait_for(ctx: CaseContext, observation: str) -> float:
 
 def message_seen(received: ReceivedDelivery | None) -> dict[str, Any] | None:
     """A received message as judged, typed as on the wire (:func:`.sections.message_fields`: header durable,
-    first-acquirer, delivery-count, message-annotations with keys as text, body), and whether its transfer
+    first-acquirer, delivery-count, message-annotations with their keys' types, body), and whether its transfer
     came settled."""
     if received is None:
         return None

@@ -15,7 +15,8 @@ from proton import uint
 def message_fields(payload: bytes) -> dict[str, Any]:
     """What a row judges of a delivered message, typed as on the wire: the header's ``durable``,
     ``first-acquirer`` (absent: false) and ``delivery-count`` (absent: uint 0, the defaults of 3.2.1),
-    ``priority``, ``annotations`` (message-annotations, keys as text, values typed), ``body`` (the
+    ``priority``, ``annotations`` (message-annotations, keys and values typed: a key must be a symbol or a
+    ulong, AMQP 1.0 3.2.10, and a row holds it to that with ``@symbol-keys``), ``body`` (the
     amqp-value, or the data bytes) and ``body-section`` (which body section carried it). The sections are
     decoded by :func:`amqp_conformance.peers.sections.message_sections`."""
     found = message_sections(payload)
@@ -26,7 +27,7 @@ def message_fields(payload: bytes) -> dict[str, Any]:
         "first-acquirer": header.get("first-acquirer", False),
         "delivery-count": header.get("delivery-count", uint(0)),
         "priority": header.get("priority"),
-        "annotations": {str(k): v for k, v in annotations.items()} if isinstance(annotations, dict) else {},
+        "annotations": dict(annotations) if isinstance(annotations, dict) else {},
         "body": found.get("body"),
         "body-section": found.get("body-section"),
     }

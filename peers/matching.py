@@ -18,6 +18,10 @@ A pattern is plain data, so case tables can hold it:
   ``@ulong``, ``@byte``, ``@short``, ``@int``, ``@long``, ``@timestamp``, ``@char``, ``@float``, ``@double``)
   matches a value of that AMQP type (as decoded by ``proton.Data``, which keeps the type, see
   :func:`..frames.normalize`) that also matches ``p``: an error condition a string is not a symbol;
+- ``{"@symbol-keys": p}`` matches a map every key of which is a symbol and that also matches ``p``: AMQP 1.0's
+  ``fields`` (1.6.x, "a map keyed by symbols": a modified outcome's message-annotations, 3.4.5) and a message's
+  annotations (3.2.10: symbol keys, or ulong ones reserved), whose string keys a map pattern alone would let pass
+  (a ``proton.symbol`` key is a ``str``, so looking it up by name does not tell the two apart);
 - a list matches a list of the same length element by element;
 - a str matches an equal str, or bytes whose UTF-8 text is equal;
 - anything else matches an equal value (``True`` does not equal ``1`` here).
@@ -63,7 +67,7 @@ AMQP_TYPES: dict[str, Callable[[Any], bool]] = {
     "double": _is_exactly(float),
 }
 TYPE_OPERATORS = tuple(f"@{name}" for name in AMQP_TYPES)
-OPERATORS = ("@regex", "@present", "@at-least", "@one-of", "@includes", "@each", *TYPE_OPERATORS)
+OPERATORS = ("@regex", "@present", "@at-least", "@one-of", "@includes", "@each", "@symbol-keys", *TYPE_OPERATORS)
 
 
 def amqp_type_of(value: Any) -> str:
@@ -125,6 +129,12 @@ def _operator(pattern: dict, value: Any, where: str) -> list[str]:
         return [f"{where}: expected text matching /{arg}/, observed {render(value)}"]
     if op == "@includes":
         return _includes(arg, value, where)
+    if op == "@symbol-keys":
+        if not isinstance(value, dict):
+            return [f"{where}: expected a map keyed by symbols, {render(arg)}, observed {render(value)}"]
+        found = [f"{where}: expected a map keyed by symbols, observed key {render(key)} of type {amqp_type_of(key)}"
+                 for key in value if not isinstance(key, symbol)]
+        return found + mismatches(arg, value, where)
     if op == "@each":
         if not isinstance(value, list) or not value:
             return [f"{where}: expected a list of one or more, each {render(arg)}, observed {render(value)}"]
@@ -175,7 +185,7 @@ def validate_pattern(pattern: Any, path: str = "") -> list[str]:
                 elif key == "@at-least":
                     if not _is_number(sub):
                         problems.append(f"{here}: @at-least takes a number, not {sub!r}")
-                elif key in (*TYPE_OPERATORS, "@each"):
+                elif key in (*TYPE_OPERATORS, "@each", "@symbol-keys"):
                     problems += validate_pattern(sub, here)
                 elif key in ("@one-of", "@includes"):
                     if not isinstance(sub, list):

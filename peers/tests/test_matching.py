@@ -47,6 +47,10 @@ MATCHING = [
     # @each: one element or more, every one matching
     pytest.param({"@each": {"@regex": "(delivery [0-9]+: )?late"}}, ["late", "delivery 2: late"], id="each-of-two"),
     pytest.param({"@each": 1}, [1], id="each-of-one"),
+    # @symbol-keys: a map keyed by symbols (3.4.5 fields, 3.2.10 annotations), its entries matched as a map's
+    pytest.param({"@symbol-keys": {"x-opt-a": "v"}}, {symbol("x-opt-a"): "v", symbol("x-opt-b"): 1},
+                 id="symbol-keys"),
+    pytest.param({"@symbol-keys": {}}, {}, id="symbol-keys-empty-map"),
     # lists
     pytest.param([1, "a"], [1, "a"], id="list-equal"),
     pytest.param([{"@type": "accepted"}], [{"@type": "accepted", "x": 1}], id="list-of-subsets"),
@@ -112,6 +116,11 @@ NOT_MATCHING = [
     pytest.param({"@each": 1}, [], id="each-of-none"),
     pytest.param({"@each": 1}, None, id="each-vs-none"),
     pytest.param({"@each": 1}, 1, id="each-vs-scalar"),
+    pytest.param({"@symbol-keys": {"x-opt-a": "v"}}, {"x-opt-a": "v"}, id="symbol-keys-string-key"),
+    pytest.param({"@symbol-keys": {}}, {symbol("x-opt-a"): 1, ulong(1): 2}, id="symbol-keys-ulong-key"),
+    pytest.param({"@symbol-keys": {"x-opt-a": "v"}}, {symbol("x-opt-a"): "w"}, id="symbol-keys-entry-differs"),
+    pytest.param({"@symbol-keys": {}}, None, id="symbol-keys-vs-none"),
+    pytest.param({"@symbol-keys": {}}, [], id="symbol-keys-vs-list"),
     pytest.param([1, 2], [1], id="list-too-short"),
     pytest.param([1], [1, 2], id="list-too-long"),
     pytest.param([1, 2], [1, 3], id="list-element-differs"),
@@ -172,6 +181,9 @@ def test_does_not_match(pattern, value):
     pytest.param({"n": {"@at-least": 2}}, {"n": 1}, ["n: expected at least 2, observed 1"], id="at-least-msg"),
     pytest.param({"c": {"@symbol": "amqp:x"}}, {"c": "amqp:x"}, ["c: expected symbol amqp:x, observed string amqp:x"],
                  id="type-msg"),
+    pytest.param({"m": {"@symbol-keys": {"x-opt-a": "v"}}}, {"m": {"x-opt-a": "w", symbol("x-opt-b"): 1}},
+                 ["m: expected a map keyed by symbols, observed key x-opt-a of type string", "m.x-opt-a: expected v, "
+                  "observed w"], id="symbol-keys-msg"),
 ])
 def test_mismatch_messages(pattern, value, expected):
     assert mismatches(pattern, value) == expected
@@ -216,6 +228,9 @@ def test_validate_pattern_accepts_well_formed(pattern):
                  id="bad-regex-inside-includes"),
     pytest.param({"x": {"@each": {"@regex": "["}}}, ["x.@each.@regex", "invalid regular expression"],
                  id="bad-regex-inside-each"),
+    pytest.param({"x": {"@symbol-keys": {"k": {"@regex": "["}}}}, ["x.@symbol-keys.k.@regex",
+                                                                   "invalid regular expression"],
+                 id="bad-regex-inside-symbol-keys"),
     pytest.param([{}, {"@nope": 1}], ["[1].@nope", "unknown operator"], id="inside-list"),
 ])
 def test_validate_pattern_reports_problems(pattern, fragments):
