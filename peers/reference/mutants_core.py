@@ -157,6 +157,20 @@ class CloseAnsweredWithDetach(RewritingBroker):
         return _with_field(frame, 1, None)
 
 
+class StringAnnotationKeys(RewritingBroker):
+    """Gives a modified outcome whose message-annotations are keyed by strings, where AMQP 1.0 3.4.5 types them
+    ``fields``, a map keyed by symbols."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        """A modified disposition with its annotations' keys re-encoded as strings; other frames unchanged."""
+        state = frame.fields.get("state") if frame.performative == "disposition" else None
+        if not isinstance(state, dict) or state.get("@type") != "modified" or not state.get("message-annotations"):
+            return frame.raw
+        annotations = {str(key): value for key, value in state["message-annotations"].items()}
+        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x27), [
+            state.get("delivery-failed"), state.get("undeliverable-here"), annotations]))
+
+
 CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
     ("redelivery-drops-durable", "redelivers a released or modified message with durable=false",
      "3.4.4 the released message is unchanged; 3.4.5 only delivery-count and annotations change "
@@ -171,6 +185,9 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
      DropsUnsettledOnLinkClose),
     ("stamps-first-acquirer", "marks every delivery first-acquirer=true, redeliveries to another link included",
      "3.2.1 first-acquirer (core.outcomes/link-closed-unsettled)", StampsFirstAcquirer),
+    ("string-annotation-keys", "gives a modified outcome whose message-annotations are keyed by strings",
+     "3.4.5 message-annotations: fields, a map keyed by symbols (core.outcomes.publish/modified)",
+     StringAnnotationKeys),
     ("widens-consumer-answer", "settles a consumer's delivery with a range one delivery-id too long",
      "2.7.6 first, last: the range the disposition applies to (core.outcomes/accepted, rejected, range)",
      WidensConsumerAnswer),
