@@ -131,7 +131,7 @@ def _operator(pattern: dict, value: Any, where: str) -> list[str]:
         return _includes(arg, value, where)
     if op == "@symbol-keys":
         if not isinstance(value, dict):
-            return [f"{where}: expected a map keyed by symbols, {render(arg)}, observed {render(value)}"]
+            return [f"{where}: expected a map keyed by symbols matching {render(arg)}, observed {render(value)}"]
         found = [f"{where}: expected a map keyed by symbols, observed key {render(key)} of type {amqp_type_of(key)}"
                  for key in value if not isinstance(key, symbol)]
         return found + mismatches(arg, value, where)
