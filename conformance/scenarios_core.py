@@ -95,9 +95,11 @@ CORE_SCENARIOS = (
     Scenario(
         "transfer", scripts_core.run_transfer,
         given={"kind": ("multi-frame-in", "multi-frame-out", "aborted-in", "tag-reuse", "whole",
-                        "buffered-until-credit"), "size": int},
-        defaults={"size": 0},
-        observations=("shape", "dispositions", "stored", "intact", "before_credit", "after_credit"),
+                        "buffered-until-credit"), "size": int,
+               "provocation": ("none", "credit-one-at-a-time")},
+        defaults={"size": 0, "provocation": "none"},
+        observations=("shape", "dispositions", "stored", "intact", "before_credit", "after_credit",
+                      "credit_after_abort"),
         needs=needs_store,
     ),
     Scenario(

@@ -12,7 +12,7 @@ from typing import Any
 
 from amqp_conformance.peers.frames import Frame, described, encode_frame
 from amqp_conformance.peers.peer import ExpectationFailed, ScriptedPeer
-from amqp_conformance.peers.sequence import span, span_length
+from amqp_conformance.peers.sequence import MODULUS, span, span_length
 from amqp_conformance.peers.transfers import deliveries, payload_of
 from proton import Message, Receiver, Sender, Session, uint
 
@@ -196,6 +196,21 @@ def send_in_two_frames(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, bod
     if finish():
         setup_step("send last part", peer.finish_partial, sender, encoded[len(encoded) // 2:])
     return delivery_id
+
+
+def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
+    """The broker's flow state for our link: its fields as typed on the wire, ``advance``: how far its
+    delivery-count moved from the attach's initial-delivery-count, and ``limit``: advance + link-credit, the
+    delivery-limit, which only the receiver moves (2.6.7); None when it sent none."""
+    if frame is None:
+        return None
+    fields = frame.fields
+    count = fields.get("delivery-count")
+    credit = fields.get("link-credit")
+    advance = (count - initial) % MODULUS if isinstance(count, int) else None
+    limit = advance + credit if advance is not None and isinstance(credit, int) else None
+    return {"handle": fields.get("handle"), "link-credit": credit, "delivery-count": count, "advance": advance,
+            "limit": limit, "drain": fields.get("drain")}
 
 
 def broker_handle(attach: Frame) -> int | None:

@@ -20,8 +20,8 @@ from amqp_conformance.peers.rawframes import RawContext, frame_bytes
 from amqp_conformance.peers.sequence import in_span, span_length
 from proton import Condition, Delivery, Message, Receiver, Sender, symbol
 
-from .context import CaseContext, SetupFailed, open_session, setup_step
-from .scripts import _our_channel, broker_handle, inspect_node, link_fate, remaining_on_node
+from .context import CaseContext, NotApplicable, SetupFailed, open_session, setup_step
+from .scripts import _our_channel, broker_handle, flow_seen, inspect_node, link_fate, remaining_on_node
 from .sections import message_fields
 
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received", "none")
@@ -384,7 +384,11 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     - ``multi-frame-out``: the broker sends such a message to a peer that announced a 512-byte
       max-frame-size; observes ``frames`` (the broker's transfer frames) and ``intact``;
     - ``aborted-in``: the peer sends the first part of m1, aborts it, then sends m2 whole; observes
-      ``frames``, ``dispositions`` (for m1, m2) and ``stored``;
+      ``frames``, ``dispositions`` (for m1, m2) and ``stored``; with ``provocation`` credit-one-at-a-time (the
+      link has one credit at a time) the peer first sends m0 whole and, as the premise, waits for the broker's new
+      credit after it (none: UNSUPPORTED, a receiver may withhold credit); m1 then uses the next credit, the
+      observations add ``credit_after_abort`` (:func:`_credit_after_abort`) and m0's disposition, and m2 goes
+      only if that credit came;
     - ``tag-reuse``: the peer sends m1 and m2 with the same tag, m2 only after m1 is settled (a tag need
       only be unique among unsettled deliveries); observes ``dispositions`` and ``stored``;
     - ``whole``: one unsettled message in one frame; observes ``shape``, ``dispositions``, ``stored``;
@@ -393,27 +397,36 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
       once one credit is granted).
     """
     kind = given["kind"]
+    if given["provocation"] != "none":
+        ctx.admin.provoke(given["provocation"], ctx.node)
     if kind == "multi-frame-out":
         return _multi_frame_out(ctx, given)
     if kind == "buffered-until-credit":
         return _buffered_until_credit(ctx)
     observed: dict[str, Any] = {}
     peer, session = open_session(ctx, "transfer")
-    sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node)
+    sender, attach = setup_step("attach sender", peer.attach_sender, session, ctx.node)
     since = peer.mark()
     ids: list[int] = []
+    optional_id: int | None = None  # the aborted delivery's id: the broker need not answer it
     if kind == "multi-frame-in":
         _, transfer = setup_step("send the large message", peer.send, sender, "x" * given["size"])
         ids.append(transfer.fields["delivery-id"])
     elif kind == "aborted-in":
+        one_at_a_time = given["provocation"] == "credit-one-at-a-time"
+        if one_at_a_time:
+            _aborted_premise(ctx, peer, sender, ids)
         encoded = Message(body="m1").encode()
         delivery = setup_step("send first part", peer.send_partial, sender, encoded[: len(encoded) // 2], b"abort-me")
         delivery.abort()
         peer.pump(lambda: peer.find("transfer", since, direction="out", aborted=True) is not None, ctx.timeout)
-        first = peer.find("transfer", since, direction="out")
-        ids.append(first.fields["delivery-id"])
-        _, transfer = setup_step("send m2", peer.send, sender, "m2")
-        ids.append(transfer.fields["delivery-id"])
+        optional_id = peer.find("transfer", since, direction="out", delivery_tag=b"abort-me").fields["delivery-id"]
+        ids.append(optional_id)
+        if one_at_a_time:
+            observed["credit_after_abort"] = _credit_after_abort(ctx, peer, sender, attach, since)
+        if not one_at_a_time or sender.credit > 0:
+            _, transfer = setup_step("send m2", peer.send, sender, "m2")
+            ids.append(transfer.fields["delivery-id"])
     elif kind == "whole":
         _, transfer = setup_step("send m1", peer.send, sender, "m1")
         ids.append(transfer.fields["delivery-id"])
@@ -422,15 +435,54 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             _, transfer = setup_step(f"send {body}", peer.send, sender, body, tag=b"same-tag")
             ids.append(transfer.fields["delivery-id"])
             peer.wait_for_disposition(ids[-1], since, ctx.timeout, role="receiver")
-    observed["shape"] = shape([f for f in peer.frames[since:] if f.direction == "out" and f.performative == "transfer"])
+    transfers = [f for f in peer.frames[since:] if f.direction == "out" and f.performative == "transfer"]
+    start = 0 if optional_id is None else \
+        next((i for i, f in enumerate(transfers) if f.fields.get("delivery-id") == optional_id), 0)
+    observed["shape"] = shape(transfers[start:])  # the aborted delivery's, where the row has one
     dispositions = []
     for delivery_id in ids:
-        frame = peer.wait_for_disposition(delivery_id, since, wait_for(ctx, "dispositions") if kind != "aborted-in"
-                                          or delivery_id != ids[0] else ctx.quiet, role="receiver")
+        frame = peer.wait_for_disposition(delivery_id, since, ctx.quiet if delivery_id == optional_id
+                                          else wait_for(ctx, "dispositions"), role="receiver")
         dispositions.append(disposition_seen(frame))
     observed["dispositions"] = dispositions
     observed["stored"] = abbreviated(remaining_on_node(ctx))
     return observed
+
+
+def _aborted_premise(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, ids: list[int]) -> None:
+    """The premise of an abort under one credit at a time: the broker gives the link one credit, m0 goes whole
+    on it (its delivery-id added to ``ids``), and the broker then issues one credit again, which the aborted m1 will
+    use. :class:`NotApplicable` where the link had more than one credit before m0 or after it (the row needs m1 to
+    use the link's last credit), or no new credit came: how much credit a receiver gives, and whether it gives any
+    again, is its own choice (AMQP 1.0 2.6.7)."""
+    for what in ("before m0", "after the whole m0"):
+        setup_step(f"credit {what}", peer.wait_for_credit, sender)
+        if sender.credit != 1:
+            raise NotApplicable(f"the broker's flow gave our link {sender.credit} credits {what}, not one (the "
+                                f"admin's credit-one-at-a-time): m1 would not use the link's last credit. How much "
+                                f"credit a receiver gives is its own choice (AMQP 1.0 2.6.7)")
+        if not ids:
+            _, transfer = setup_step("send m0", peer.send, sender, "m0")
+            ids.append(transfer.fields["delivery-id"])
+
+
+def _credit_after_abort(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, attach: Frame,
+                        since: int) -> dict[str, Any] | None:
+    """The broker's flow state for our sending link once m1, which used the link's one credit (the whole m0 had
+    used the first), was aborted: its last flow on the link after our aborted transfer (:func:`.scripts.flow_seen`,
+    its ``advance`` counted from our attach's initial-delivery-count), once that flow gives us credit again by our
+    own count or the time-out passed; None when it sent none. 004 pn_delivery_aborted: an aborted delivery consumes
+    a credit, and the receiver issues new credit as for a successful delivery (the admin's credit-one-at-a-time:
+    one more after each delivery); 2.6.7: the receiver's delivery-count is the sender's, so it counts m0 and m1."""
+    aborted = next(index for index in range(since, len(peer.frames)) if peer.frames[index].direction == "out"
+                   and peer.frames[index].performative == "transfer" and peer.frames[index].fields.get("aborted"))
+    handle = broker_handle(attach)
+    ours = peer.find("attach", since=0, direction="out", name=sender.name)
+    initial = int((ours.fields.get("initial-delivery-count") if ours is not None else 0) or 0)
+    peer.pump(lambda: sender.credit > 0, ctx.timeout)
+    flows = [f for f in peer.frames[aborted + 1:] if f.direction == "in" and f.performative == "flow"
+             and f.fields.get("handle") == handle]
+    return flow_seen(flows[-1] if flows else None, initial)
 
 
 def shape(frames: list[Frame], limit: int | None = None) -> dict[str, Any] | None:

@@ -13,25 +13,8 @@ from typing import Any
 from amqp_conformance.peers.frames import Frame
 
 from .context import CaseContext, open_session, setup_step
-from .scripts import broker_handle, delivered_on, deliveries_on
+from .scripts import broker_handle, delivered_on, deliveries_on, flow_seen
 from .scripts_core import publish
-
-SEQUENCE_NO_MODULUS = 2**32  # 2.8.9 sequence-no: RFC 1982 serial numbers of 32 bits
-
-
-def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
-    """The broker's flow state for our link: its fields as typed on the wire, ``advance``: how far its
-    delivery-count moved from the attach's initial-delivery-count, and ``limit``: advance + link-credit, the
-    delivery-limit, which only the receiver moves (2.6.7); None when it sent none."""
-    if frame is None:
-        return None
-    fields = frame.fields
-    count = fields.get("delivery-count")
-    credit = fields.get("link-credit")
-    advance = (count - initial) % SEQUENCE_NO_MODULUS if isinstance(count, int) else None
-    limit = advance + credit if advance is not None and isinstance(credit, int) else None
-    return {"handle": fields.get("handle"), "link-credit": credit, "delivery-count": count, "advance": advance,
-            "limit": limit, "drain": fields.get("drain")}
 
 
 def before_our_credit(frame: Frame, initial: int) -> bool:

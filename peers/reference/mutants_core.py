@@ -14,7 +14,14 @@ from proton import Delivery, Described, Link, Message, symbol, uint, ulong
 from ..engine import delivery_tag
 from ..frames import Frame
 from .broker import Broker, BrokerConnection, Consumer, Outstanding
-from .mutants import DISPOSITION_STATE, Mutant, RedeliversRejectedLater, RewritingBroker, _with_field
+from .mutants import (
+    DISPOSITION_STATE,
+    Mutant,
+    RedeliversRejectedLater,
+    RewritingBroker,
+    RewritingConnection,
+    _with_field,
+)
 from .outcomes import Modification
 from .store import StoredMessage, Subscription
 
@@ -171,6 +178,38 @@ class StringAnnotationKeys(RewritingBroker):
             state.get("delivery-failed"), state.get("undeliverable-here"), annotations]))
 
 
+FLOW_DELIVERY_COUNT = 5  # field index of flow.delivery-count
+
+
+class AbortCountingConnection(RewritingConnection):
+    """A connection that keeps how many deliveries its publishers aborted (:attr:`aborted`) and writes every flow
+    with a delivery-count that many short."""
+
+    def __init__(self, broker: Broker, peer_name: str) -> None:
+        super().__init__(broker, peer_name, self._uncounted)
+        self.aborted = 0
+
+    def _uncounted(self, frame: Frame) -> bytes:
+        count = frame.fields.get("delivery-count") if frame.performative == "flow" else None
+        if not self.aborted or not isinstance(count, int):
+            return frame.raw
+        return _with_field(frame, FLOW_DELIVERY_COUNT, uint((count - self.aborted) % 2**32))
+
+
+class UncountedAbort(Broker):
+    """Leaves a publisher's aborted delivery out of the delivery-count its flows state, as if it had consumed no
+    credit (004 pn_delivery_aborted: an aborted delivery consumes a credit; 2.6.7: the receiver's delivery-count is
+    the sender's, each delivery counted)."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        return AbortCountingConnection(self, peer_name)
+
+    def _on_published(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        if delivery.aborted and isinstance(connection, AbortCountingConnection):
+            connection.aborted += 1
+        super()._on_published(connection, delivery)
+
+
 CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
     ("redelivery-drops-durable", "redelivers a released or modified message with durable=false",
      "3.4.4 the released message is unchanged; 3.4.5 only delivery-count and annotations change "
@@ -205,4 +244,7 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
      "3.5.3 distribution-mode move: a message goes to one consumer (core.consumers/*)", CopiesToEveryConsumer),
     ("close-answered-with-detach", "answers a link's close with a detach without closed=true",
      "2.6.6, 2.7.7 closed (core.outcomes/link-closed-unsettled)", CloseAnsweredWithDetach),
+    ("uncounted-abort", "leaves a publisher's aborted delivery out of the delivery-count its flows state",
+     "004 pn_delivery_aborted: an aborted delivery consumes a credit; 2.6.7 delivery-count "
+     "(core.transfer/aborted-consumes-credit)", UncountedAbort),
 ))
