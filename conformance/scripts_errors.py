@@ -28,9 +28,11 @@ from .context import CaseContext, NotApplicable, SetupFailed, no_credit, setup_s
 from .scripts_core import wait_for
 from .scripts_sasl import sasl_exchange
 
-SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "raw-sender", "receiver")
-PUBLISHING_SETUPS = ("sender", "sender-second", "raw-sender")  # they wait for credit with no consumer attached
-LINKED_SETUPS = ("sender", "sender-second", "receiver")  # they attach a link of ours: $handle and $link-name are its
+SETUPS = ("none", "sasl", "header", "open", "session", "sender", "sender-second", "sender-second-in-use", "raw-sender",
+          "receiver")
+SENDER_SETUPS = ("sender", "sender-second", "sender-second-in-use")  # a sending link of ours, attached by proton
+PUBLISHING_SETUPS = (*SENDER_SETUPS, "raw-sender")  # they wait for credit with no consumer attached
+LINKED_SETUPS = (*SENDER_SETUPS, "receiver")  # they attach a link of ours: $handle and $link-name are its
 ENDINGS = ("close", "end", "detach")
 MAX_RAW_FRAME = 16 * 1024 * 1024
 
@@ -80,9 +82,11 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext, i
         raw.channel = ours.channel if ours else 0
         handle_max = broker_begin.fields.get("handle-max") if broker_begin else None
         raw.limits["handle-max"] = 0xFFFFFFFF if handle_max is None else handle_max
-        if setup in ("sender", "sender-second"):
-            sender, _ = setup_step("attach sender", peer.attach_sender, session, ctx.node,
-                                   rcv_settle_mode="second" if setup == "sender-second" else "first")
+        if setup in SENDER_SETUPS:
+            sender, attach = setup_step("attach sender", peer.attach_sender, session, ctx.node,
+                                        rcv_settle_mode="first" if setup == "sender" else "second")
+            if setup == "sender-second-in-use":
+                _check_second_in_use(attach)
             raw.handle, raw.link_name = peer.handle_of(sender), sender.name
             if given["provocation"] == "withhold-credit":
                 peer.pump(timeout=ctx.quiet)
@@ -96,6 +100,19 @@ def _set_up(ctx: CaseContext, given: dict[str, Any]) -> tuple[Any, RawContext, i
     if setup == "raw-sender":
         _attach_raw_sender(ctx, peer, raw, given["attach"])
     return peer, raw, peer.mark()
+
+
+def _check_second_in_use(attach: Frame) -> None:
+    """Raise :class:`NotApplicable` unless the broker's ``attach`` of our sending link states rcv-settle-mode second,
+    which the row asked for: the receiver's own value is the mode in use (AMQP 1.0 2.7.3; null is first, the
+    default), and the sender's only a wish. A row set up ``sender-second-in-use`` needs its deliveries unsettled at
+    the broker until we settle them."""
+    mode = attach.fields.get("rcv-settle-mode")
+    if mode != "second":
+        raise NotApplicable(f"the broker's attach of our sending link states rcv-settle-mode {mode or 'first'}, where "
+                            f"we asked for second: the receiver's value is the mode in use (AMQP 1.0 2.7.3), so the "
+                            f"broker may settle each delivery as it takes it, and the row needs its deliveries "
+                            f"unsettled at the broker until we settle them")
 
 
 def _attach_raw_sender(ctx: CaseContext, peer: Any, raw: RawContext, attach: dict[str, Any]) -> None:

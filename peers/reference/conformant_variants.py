@@ -210,6 +210,17 @@ class RouterCreditOnce(CreditOnce, Router):
     """The router mode of :class:`CreditOnce`."""
 
 
+class ReceivesFirst(Broker):
+    """Settles what a publisher sends as it takes it, whatever mode the publisher asked for: its receiving links state
+    rcv-settle-mode first. AMQP 1.0 2.7.3: the receiver's rcv-settle-mode is the mode in use, the sender's only a wish
+    (the sender SHOULD respect a receiver's wish, so the broker's sending links keep the reference's choice)."""
+
+    def _on_pn_link_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        super()._on_pn_link_remote_open(connection, event)
+        if event.link.is_receiver:
+            event.link.rcv_settle_mode = Link.RCV_FIRST  # before proton writes the attach, at the end of the read
+
+
 class RevokesWithheldCredit(Broker):
     """Withholds a publisher's credit (admin: withhold-credit) by saying so: where the reference sends no flow
     at all, it grants one credit and takes it back at once, a flow of link-credit 1 and then one of 0 in the same
@@ -428,6 +439,9 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-credit-once", "gives each publisher one credit and never another",
            "keeps every guarantee (AMQP 1.0 2.6.7: a receiver may withhold credit for as long as it likes)",
            CreditOnce),
+    Mutant("variant-receives-first", "states rcv-settle-mode first on each publisher's link and settles as it takes "
+           "each delivery, whatever mode the publisher asked for", "keeps every guarantee (AMQP 1.0 2.7.3: the "
+           "receiver's rcv-settle-mode is the mode in use; the sender's is only a wish)", ReceivesFirst),
     Mutant("variant-revokes-withheld-credit", "withholds a publisher's credit with a flow of 1 and then one of 0, "
            "not by sending no flow", "keeps every guarantee (AMQP 1.0 2.6.7: the receiver sets the credit at any "
            "time)", RevokesWithheldCredit),
