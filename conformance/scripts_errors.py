@@ -38,15 +38,17 @@ MAX_RAW_FRAME = 16 * 1024 * 1024
 
 
 def answer_of(frame: Frame | None, frames: list[Frame]) -> dict[str, Any] | None:
-    """A close, end or detach as judged: performative, error condition, (detach) closed flag and (end, detach)
-    ``session``: our channel of the session it is on (the broker numbers its channels its own way, 2.5.1; read
-    from ``frames``, the connection's frames so far)."""
+    """A close, end or detach as judged: performative, error condition, (detach) closed flag and ``link``: the
+    name of the link it ends (:func:`link_name_of`), and (end, detach) ``session``: our channel of the session it
+    is on (the broker numbers its channels its own way, 2.5.1; read from ``frames``, the connection's frames so
+    far)."""
     if frame is None:
         return None
     error = frame.fields.get("error") or {}
     seen: dict[str, Any] = {"performative": frame.performative, "condition": error.get("condition")}
     if frame.performative == "detach":
         seen["closed"] = bool(frame.fields.get("closed"))
+        seen["link"] = link_name_of(frames, frame)
     if frame.performative in ("end", "detach"):
         seen["session"] = our_channel_of(frames, frame.channel, frame.channel)
     return seen
@@ -216,7 +218,8 @@ def run_raw_frames(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     # one wait for it that connection_fate shares, so both read the same end
     await_end_after_close(peer, ctx.quiet)
     observed["socket"] = "closed" if peer.eof else "open"
-    observed["alive"] = _alive(ctx, peer, raw, answer) if given["setup"] not in ("none", "sasl", "header") else None
+    observed["alive"] = _alive(ctx, peer, raw, answer, since) if given["setup"] not in ("none", "sasl", "header") \
+        else None
     return observed
 
 
@@ -349,6 +352,20 @@ def our_channel_of(frames: list[Frame], broker_channel: int, default: int) -> in
     return default
 
 
+def link_name_of(frames: list[Frame], detach: Frame) -> str | None:
+    """The name of the link the broker's ``detach`` ends: that of the broker's latest attach, before it, of the
+    detach's handle on its session (a handle is the broker's own, 2.6.2); None when the broker attached no link
+    by that handle."""
+    name = None
+    for frame in frames:
+        if frame is detach:
+            break
+        if (frame.direction == "in" and frame.performative == "attach" and frame.channel == detach.channel
+                and frame.fields.get("handle") == detach.fields.get("handle")):
+            name = frame.fields.get("name")
+    return name
+
+
 def our_handle_of(frames: list[Frame], detach: Frame, default: int) -> int:
     """Our handle of the link the broker's ``detach`` ends: the handle of our latest attach, before it, with
     the name of the broker's latest attach of that handle on that session and the other role (two links may
@@ -382,11 +399,15 @@ def free_channel(frames: list[Frame], after: int) -> int:
     return channel
 
 
-def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None) -> bool:
+def _alive(ctx: CaseContext, peer: Any, raw: RawContext, answer: Frame | None, since: int) -> bool | None:
     """Whether the connection still works: answer the broker's end or detach as a peer must (on our channel
     of the session it came on), then begin a new session on a channel never used and see the broker answer
-    it."""
-    if peer.eof or (answer is not None and answer.performative == "close"):
+    it. None when the broker closed the connection with a close after ``since`` (its answer, or after it): it
+    ended it as a peer may, where False is a connection that stopped working without one (the socket ended, or
+    the probe's begin unanswered)."""
+    if first_in(peer.frames, since, ("close",)) is not None:
+        return None
+    if peer.eof:
         return False
     try:
         if answer is not None and answer.performative in ("end", "detach"):

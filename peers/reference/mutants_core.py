@@ -55,6 +55,21 @@ class ReleasedDropsAnnotations(Broker):
         super()._redeliver(connection, consumer, outstanding, state, modification)
 
 
+class SymbolAnnotationValues(Broker):
+    """Puts a released or modified message back with its message-annotations' string values re-encoded as symbols
+    (3.4.4: the message is unchanged; 3.4.5: only delivery-count and the annotations the modifier gave change)."""
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        own = Message()
+        own.decode(outstanding.message.encoded)
+        if own.annotations:
+            annotations = {key: symbol(value) if isinstance(value, str) else value
+                           for key, value in own.annotations.items()}
+            outstanding.message.encoded = _rewrite_message(outstanding.message.encoded, annotations=annotations)
+        super()._redeliver(connection, consumer, outstanding, state, modification)
+
+
 class AnnotationsMergeOldWins(Broker):
     """Merges modified's message-annotations under the message's own: an existing key keeps its old value."""
 
@@ -216,6 +231,9 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
      "(core.outcomes/released, modified-*)", RedeliveryDropsDurable),
     ("released-drops-annotations", "redelivers a released message without its message-annotations",
      "3.4.4 the released message is unchanged at the node (core.outcomes/released)", ReleasedDropsAnnotations),
+    ("symbol-annotation-values", "redelivers a released or modified message with its annotations' string values "
+     "as symbols", "3.4.4 the released message is unchanged (core.outcomes/released, modified-*)",
+     SymbolAnnotationValues),
     ("annotations-merge-old-wins", "merges modified's message-annotations with the old values taking precedence",
      "3.4.5 message-annotations: the new values take precedence (core.outcomes/modified-annotations)",
      AnnotationsMergeOldWins),
