@@ -60,6 +60,19 @@ class ModifiedAsReleased(Router):
         return RELEASED
 
 
+class FirstOutcomeWins(Router):
+    """Aggregates a multicast delivery's outcomes as rejected if any consumer rejected, else the first consumer's
+    outcome that is not released: modified before accepted hides the acceptance."""
+
+    def aggregate(self, outcomes: list[Outcome]) -> Outcome:
+        """Rejected wins; else the first non-released outcome (001 multicast: accepted if at least one consumer
+        accepted and none rejected, whatever the order)."""
+        for outcome in outcomes:
+            if outcome.state == Delivery.REJECTED:
+                return outcome
+        return next((outcome for outcome in outcomes if outcome.state != Delivery.RELEASED), RELEASED)
+
+
 class DropsRejectCondition(Router):
     """Propagates a rejection without the consumer's error condition."""
 
@@ -103,6 +116,8 @@ ROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "001 final dispositions, released (did not reach its destination / any consumer)", ReleasedAsAccepted),
     Mutant("router-modified-as-released", "aggregates modified as released",
            "001 final dispositions, modified (anycast and multicast)", ModifiedAsReleased),
+    Mutant("router-first-outcome-wins", "aggregates as rejected if any rejected, else the first outcome not released",
+           "001 final dispositions, accepted / multicast (at least one accepted, none rejected)", FirstOutcomeWins),
     Mutant("router-drops-reject-condition", "propagates rejected without the consumer's error condition",
            "001 Unsettled, anycast (delivery state propagated from the consumer)", DropsRejectCondition),
     Mutant("router-forwards-presettled-unsettled", "forwards pre-settled messages unsettled",
