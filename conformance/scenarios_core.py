@@ -33,7 +33,7 @@ CORE_SCENARIOS = (
         "flow", scripts_flow.run_flow,
         given={"messages": int, "credit": int, "drain": bool},
         defaults={"drain": False},
-        observations=("before_credit", "delivered", "broker_flow", "over_stated_credit"),
+        observations=("before_credit", "delivered", "broker_flow", "over_stated_credit", "after_drain"),
         needs=lambda given: (STORE,) if given.get("messages", 0) > 0 else (),  # published before the credit
     ),
     Scenario(
@@ -75,8 +75,9 @@ CORE_SCENARIOS = (
         defaults={"messages": 2, "range": 1, "durable": True, "rcv_settle_mode": "first",
                   "snd_settle_mode": "unsettled", "settle": True, "then": "none", "delivery_failed": False,
                   "undeliverable_here": False, "rounds": 1, "interloper": False},
-        observations=("broker_attach", "transfer", "broker_dispositions", "settled_offsets", "after_accept",
-                      "next_on_link", "broker_detach", "remaining", "remaining_messages"),
+        observations=("broker_attach", "transfer", "sender_settle_mode", "broker_dispositions", "settled_offsets",
+                      "after_accept", "next_on_link", "later_on_link", "broker_detach", "remaining",
+                      "remaining_messages"),
         needs=needs_store,
     ),
     Scenario(

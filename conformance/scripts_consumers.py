@@ -42,9 +42,9 @@ def run_consumers(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     else:
         publisher, session = open_session(ctx, "publisher")
         publish(ctx, publisher, session, given["messages"])
-    for peer, _, _, _ in consumers:
-        peer.pump(timeout=0)
     publisher.pump(timeout=ctx.quiet)
+    for peer, _, _, _ in consumers:  # read what reached each consumer with no credit: a pump of 0 reads nothing
+        peer.pump(timeout=ctx.quiet)
     before = [body for peer, _, handle, since in consumers for body in delivered_on(peer, handle, since)]
     marks = []
     for (peer, receiver, _, _), credit in zip(consumers, given["credits"], strict=True):

@@ -21,11 +21,13 @@ from amqp_conformance.peers.sequence import in_span, span_length
 from proton import Condition, Delivery, Message, Receiver, Sender, symbol
 
 from .context import CaseContext, NotApplicable, SetupFailed, open_session, setup_step
-from .scripts import _our_channel, broker_handle, flow_seen, inspect_node, link_fate, remaining_on_node
+from .scripts import _our_channel, broker_handle, delivered_on, flow_seen, inspect_node, link_fate, remaining_on_node
 from .sections import message_fields
 
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received", "none")
 ORIGINAL_ANNOTATIONS = {symbol("x-opt-origin"): "publisher", symbol("x-opt-batch"): "b1"}
+LATER_CREDIT = 5  # credit given after the next message, to look for one the link must not get again
+ORIGINAL_APPLICATION_PROPERTIES = {"colour": "red", "attempt": 1}  # 3.2.5: string keys, simple values
 PROTON_STATES = {"accepted": Delivery.ACCEPTED, "rejected": Delivery.REJECTED, "released": Delivery.RELEASED,
                  "modified": Delivery.MODIFIED, "received": Delivery.RECEIVED}
 
@@ -78,14 +80,15 @@ def broker_dispositions(peer: ScriptedPeer, since: int, role: str) -> list[dict]
 
 
 def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0,
-            durable: bool = True, name: str | None = None) -> Frame:
-    """Set-up: publish m1..m<count> (``durable`` in their header, with message annotations of their own) on a
-    link named ``name`` (None: a fresh name) and require each accepted; the link is closed after. Returns the
-    broker's attach of that link."""
+            durable: bool = True, name: str | None = None, first: int = 1) -> Frame:
+    """Set-up: publish m<first>..m<first + count - 1> (``durable`` in their header, with message annotations,
+    a message-id ``id-m<n>`` and application-properties of their own; ``size``: bodies of that many bytes instead,
+    :func:`sized_body`) on a link named ``name`` (None: a fresh name) and require each accepted; the link is
+    closed after. Returns the broker's attach of that link."""
     sender, attach = setup_step("attach publisher", peer.attach_sender, session, ctx.node, name=name)
-    for index in range(1, count + 1):
-        body = f"m{index}" if not size else "x" * size
-        message = Message(body=body, durable=durable, annotations=dict(ORIGINAL_ANNOTATIONS))
+    for index in range(first, first + count):
+        body = f"m{index}" if not size else sized_body(size)
+        message = published_message(index, body, durable)
         _, transfer = setup_step(f"publish m{index}", peer.send, sender, None, message=message)
         frame = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
         state = (frame.fields.get("state") or {}).get("@type") if frame else None
@@ -93,6 +96,20 @@ def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size
             raise SetupFailed(f"set-up step 'publish m{index}': the broker answered {state or 'nothing'}")
     sender.close()
     return attach
+
+
+def published_message(index: int, body: Any, durable: bool = True) -> Message:
+    """The message :func:`publish` sends as m<index>: ``body``, ``durable`` in its header, the message annotations,
+    message-id ``id-m<index>`` and application-properties every published message carries."""
+    return Message(body=body, durable=durable, annotations=dict(ORIGINAL_ANNOTATIONS), id=f"id-m{index}",
+                   properties=dict(ORIGINAL_APPLICATION_PROPERTIES))
+
+
+def sized_body(size: int) -> str:
+    """A body of ``size`` characters that repeats nothing a chunk could be mistaken for: eight-digit counts of its
+    own offset, so a message split over transfers and put together with a chunk misplaced, lost or doubled is
+    not the body it was (2.6.14; 004 pn_delivery_pending: all of the bytes)."""
+    return "".join(f"{offset:08d}" for offset in range(0, size, 8))[:size]
 
 
 def _state_spec(given: dict[str, Any]) -> dict[str, Any] | None:
@@ -144,11 +161,14 @@ def _dispose(peer: ScriptedPeer, deliveries: list[ReceivedDelivery], given: dict
 
 def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """The broker sends ``messages`` messages; the peer applies the row's outcome to the first ``range`` of
-    them. Observes ``broker_attach``, ``transfer`` (the first message as delivered), ``broker_dispositions``
+    them. Observes ``broker_attach``, ``transfer`` (the first message as delivered), ``sender_settle_mode`` (the
+    snd-settle-mode the broker's attach stated beside whether that first transfer came settled: 2.7.3, the
+    sender's value is the mode in use, so unsettled and settled each fix it), ``broker_dispositions``
     (the broker's answer, each with ``covers``: which of our disposed deliveries its range holds, by
     position, and ``strays``: how many delivery-ids in its range are not among them), ``after_accept`` (its
     answer to a later accept, when the row gives one), ``next_on_link`` (what one more credit brings on the
-    same link), ``broker_detach`` (its answer to our closing the link), ``remaining`` (the bodies a fresh
+    same link), ``later_on_link`` (when the row names it: what more credit then brings, :func:`_later_on_link`),
+    ``broker_detach`` (its answer to our closing the link), ``remaining`` (the bodies a fresh
     consumer gets once the link is closed) and ``remaining_messages`` (those messages, field by field).
 
     ``then = "close-link"``: the peer disposes of nothing and closes the link with the deliveries unsettled.
@@ -167,6 +187,8 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     receiver.flow(count)
     deliveries = [setup_step(f"receive message {i + 1}", peer.receive, receiver, since) for i in range(count)]
     observed["transfer"] = message_seen(deliveries[0])
+    observed["sender_settle_mode"] = {"stated": observed["broker_attach"]["snd-settle-mode"],
+                                      "transfer-settled": deliveries[0].settled}
     if given["then"] != "close-link":
         _dispose_and_watch(ctx, peer, deliveries, given, observed)
         for _ in range(given["rounds"] - 1):
@@ -174,6 +196,8 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         if given["interloper"]:
             interlope(ctx)
         observed["next_on_link"] = _next_on_link(ctx, peer, receiver)
+        if "later_on_link" in ctx.expected:
+            observed["later_on_link"] = _later_on_link(ctx, peer, receiver, handle)
     since = peer.mark()
     receiver.close()
     peer.pump(lambda: peer.find("detach", since, handle=handle) is not None, ctx.timeout, receiver.session)
@@ -285,6 +309,16 @@ def _next_on_link(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> d
     return seen
 
 
+def _later_on_link(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver, handle: int | None) -> list[Any]:
+    """The bodies the broker sends on the same link once it has :data:`LATER_CREDIT` more credit, after a quiet
+    time: whatever is still stored for the node may come, so a message the link must never get again (3.4.5
+    undeliverable-here) is looked for beyond the next credit (a broker may put it at the back of the queue)."""
+    since = peer.mark()
+    receiver.flow(LATER_CREDIT)
+    peer.pump(timeout=ctx.quiet, on=receiver)
+    return delivered_on(peer, handle, since)
+
+
 def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """The peer sends ``transfers`` (settled or unsettled) under the row's settle modes; the broker decides
     (``provocation``: its admin makes it reject, release or modify). Observes ``broker_attach``,
@@ -309,7 +343,7 @@ def run_produce(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     first_unsettled: tuple[Delivery, int] | None = None
     for index, kind in enumerate(given["transfers"]):
         since = peer.mark()
-        body = "x" * given["size"] if given["size"] else f"m{index + 1}"
+        body = sized_body(given["size"]) if given["size"] else f"m{index + 1}"
         delivery, transfer = setup_step(f"send m{index + 1}", peer.send, sender, body, settled=(kind == "settled"))
         delivery_id = transfer.fields["delivery-id"]
         delivery_ids.append(delivery_id)
@@ -378,9 +412,10 @@ def _progress(ctx: CaseContext, peer: ScriptedPeer, delivery_id: int) -> dict[st
 def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Deliveries seen frame by frame. ``kind``:
 
-    - ``multi-frame-in``: the peer sends a ``size``-byte body, which proton splits at the broker's
-      max-frame-size (or, where the broker states none, the peer in pieces: ``ScriptedPeer.give``); observes
-      ``frames`` (the peer's transfer frames), ``dispositions``, ``stored``;
+    - ``multi-frame-in``: the peer sends a ``size``-byte body (:func:`sized_body`), which proton splits at the
+      broker's max-frame-size (or, where the broker states none, the peer in pieces: ``ScriptedPeer.give``);
+      observes ``frames`` (the peer's transfer frames), ``dispositions``, ``stored`` and ``intact`` (the node
+      holds that body exactly);
     - ``multi-frame-out``: the broker sends such a message to a peer that announced a 512-byte
       max-frame-size; observes ``frames`` (the broker's transfer frames) and ``intact``;
     - ``aborted-in``: the peer sends the first part of m1, aborts it, then sends m2 whole; observes
@@ -410,7 +445,7 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     ids: list[int] = []
     optional_id: int | None = None  # the aborted delivery's id: the broker need not answer it
     if kind == "multi-frame-in":
-        _, transfer = setup_step("send the large message", peer.send, sender, "x" * given["size"])
+        _, transfer = setup_step("send the large message", peer.send, sender, sized_body(given["size"]))
         ids.append(transfer.fields["delivery-id"])
     elif kind == "aborted-in":
         one_at_a_time = given["provocation"] == "credit-one-at-a-time"
@@ -445,7 +480,10 @@ def run_transfer(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
                                           else wait_for(ctx, "dispositions"), role="receiver")
         dispositions.append(disposition_seen(frame))
     observed["dispositions"] = dispositions
-    observed["stored"] = abbreviated(remaining_on_node(ctx))
+    remaining = remaining_on_node(ctx)
+    observed["stored"] = abbreviated(remaining)
+    if kind == "multi-frame-in":  # the body whole, byte for byte, not only its length
+        observed["intact"] = remaining == [sized_body(given["size"])]
     return observed
 
 
@@ -534,5 +572,5 @@ def _multi_frame_out(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     received = setup_step("receive the large message", small.receive, receiver, since)
     small.dispose(received.delivery, "accepted", settle=True)
     frames = [f for f in small.frames[since:] if f.direction == "in" and f.performative == "transfer"]
-    return {"shape": shape(frames, 512), "intact": received.message.body == "x" * given["size"]}
+    return {"shape": shape(frames, 512), "intact": received.message.body == sized_body(given["size"])}
 

@@ -14,7 +14,7 @@ from amqp_conformance.peers.frames import Frame
 
 from .context import CaseContext, open_session, setup_step
 from .scripts import broker_handle, delivered_on, deliveries_on, flow_seen
-from .scripts_core import publish
+from .scripts_core import publish, published_message
 
 
 def before_our_credit(frame: Frame, initial: int) -> bool:
@@ -50,7 +50,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observes ``before_credit`` (bodies sent while the link had no credit), ``delivered`` (bodies sent
     after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit that was not
     written before the credit reached it, :func:`before_our_credit`; or None) and
-    ``over_stated_credit`` (:func:`over_stated_credit`)."""
+    ``over_stated_credit`` (:func:`over_stated_credit`); with drain, ``after_drain`` (:func:`_after_drain`)."""
     peer, session = open_session(ctx, "consumer")
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)
     handle = broker_handle(attach)
@@ -89,5 +89,20 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     observed["delivered"] = delivered_on(peer, handle, since)
     observed["broker_flow"] = flow_seen(flow_frame(), initial)
     observed["over_stated_credit"] = over_stated_credit(peer.frames[since:], handle, initial, credit)
+    if given["drain"]:
+        observed["after_drain"] = _after_drain(ctx, peer, session, receiver, handle, given["messages"] + 1)
     peer.close()
     return observed
+
+
+def _after_drain(ctx: CaseContext, peer: Any, session: Any, receiver: Any, handle: int | None, index: int) -> list[Any]:
+    """What the broker sends on the drained link once one more message, m<index>, is sent to the node: the bodies,
+    after a quiet time. A drain leaves the link no credit at both ends (2.6.7: the sender used it up, advancing its
+    delivery-count, and our peer grants none), so nothing may come; a broker whose flow said link-credit 0 but
+    that kept its credit sends it. The message's own answer is not waited for: a router holds it unanswered while
+    its one consumer has no credit (001), a broker stores and accepts it."""
+    sender, _ = setup_step("attach the late publisher", peer.attach_sender, session, ctx.node)
+    since = peer.mark()
+    setup_step(f"send m{index}", peer.send, sender, None, message=published_message(index, f"m{index}"))
+    peer.pump(timeout=ctx.quiet, on=receiver)
+    return delivered_on(peer, handle, since)

@@ -16,7 +16,8 @@ def message_fields(payload: bytes) -> dict[str, Any]:
     """What a row judges of a delivered message, typed as on the wire: the header's ``durable``,
     ``first-acquirer`` (absent: false) and ``delivery-count`` (absent: uint 0, the defaults of 3.2.1),
     ``priority``, ``annotations`` (message-annotations, keys and values typed: a key must be a symbol or a
-    ulong, AMQP 1.0 3.2.10, and a row holds it to that with ``@symbol-keys``), ``body`` (the
+    ulong, AMQP 1.0 3.2.10, and a row holds it to that with ``@symbol-keys``), ``properties`` (the fields the
+    properties section carries, typed; absent: {}), ``application-properties`` (absent: {}), ``body`` (the
     amqp-value, or the data bytes) and ``body-section`` (which body section carried it). The sections are
     decoded by :func:`amqp_conformance.peers.sections.message_sections`."""
     found = message_sections(payload)
@@ -28,6 +29,9 @@ def message_fields(payload: bytes) -> dict[str, Any]:
         "delivery-count": header.get("delivery-count", uint(0)),
         "priority": header.get("priority"),
         "annotations": dict(annotations) if isinstance(annotations, dict) else {},
+        "properties": dict(found["properties"]) if isinstance(found.get("properties"), dict) else {},
+        "application-properties": dict(found["application-properties"])
+        if isinstance(found.get("application-properties"), dict) else {},
         "body": found.get("body"),
         "body-section": found.get("body-section"),
     }

@@ -55,6 +55,16 @@ class ReleasedDropsAnnotations(Broker):
         super()._redeliver(connection, consumer, outstanding, state, modification)
 
 
+class RedeliveryDropsProperties(Broker):
+    """Puts a released or modified message back without its message-id and application-properties, as a broker
+    that re-encodes it from header, annotations and body alone (3.4.4: the message is unchanged)."""
+
+    def _redeliver(self, connection: BrokerConnection, consumer: Consumer, outstanding: Outstanding, state: int,
+                   modification: Modification) -> None:
+        outstanding.message.encoded = _rewrite_message(outstanding.message.encoded, id=None, properties=None)
+        super()._redeliver(connection, consumer, outstanding, state, modification)
+
+
 class SymbolAnnotationValues(Broker):
     """Puts a released or modified message back with its message-annotations' string values re-encoded as symbols
     (3.4.4: the message is unchanged; 3.4.5: only delivery-count and the annotations the modifier gave change)."""
@@ -156,6 +166,20 @@ class StallsBehindStarvedConsumer(Broker):
         return super().take_for(consumer, excluded)
 
 
+class UndeliverableHereOnce(Broker):
+    """Keeps a message modified with undeliverable-here off its link for that link's next message only, then
+    forgets: as a broker that puts the message at the back of the queue and skips the link once (3.4.5: it MUST
+    NOT be redelivered to the same link endpoint, ever)."""
+
+    def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
+        message = super().take_for(consumer, excluded)
+        if message is not None and excluded:
+            for kept_off in self.undeliverable.values():
+                if kept_off is excluded:
+                    kept_off.clear()  # skipped once: the link may have it next time
+        return message
+
+
 class CopiesToEveryConsumer(Broker):
     """Gives each consumer of a queue its own copy of every message, as a topic would."""
 
@@ -231,6 +255,9 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
      "(core.outcomes/released, modified-*)", RedeliveryDropsDurable),
     ("released-drops-annotations", "redelivers a released message without its message-annotations",
      "3.4.4 the released message is unchanged at the node (core.outcomes/released)", ReleasedDropsAnnotations),
+    ("redelivery-drops-properties", "redelivers a released or modified message without its message-id and "
+     "application-properties", "3.4.4 the released message is unchanged (core.outcomes/released, modified-*)",
+     RedeliveryDropsProperties),
     ("symbol-annotation-values", "redelivers a released or modified message with its annotations' string values "
      "as symbols", "3.4.4 the released message is unchanged (core.outcomes/released, modified-*)",
      SymbolAnnotationValues),
@@ -258,6 +285,9 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
     ("stalls-behind-starved-consumer", "sends nothing on a queue while its first consumer has no credit",
      "2.6.7 credit is per link; 3.5.3 distribution-mode move (core.consumers/starved-consumer)",
      StallsBehindStarvedConsumer),
+    ("undeliverable-here-once", "keeps an undeliverable-here message off its link for one message only",
+     "3.4.5 undeliverable-here: MUST NOT be redelivered to the same link endpoint "
+     "(core.outcomes/modified-undeliverable-here, later_on_link)", UndeliverableHereOnce),
     ("copies-to-every-consumer", "gives every consumer of a queue its own copy of each message",
      "3.5.3 distribution-mode move: a message goes to one consumer (core.consumers/*)", CopiesToEveryConsumer),
     ("close-answered-with-detach", "answers a link's close with a detach without closed=true",
