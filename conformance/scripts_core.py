@@ -512,8 +512,11 @@ def _credit_after_abort(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, at
     own count or the time-out passed; None when it sent none. 004 pn_delivery_aborted: an aborted delivery consumes
     a credit, and the receiver issues new credit as for a successful delivery (the admin's credit-one-at-a-time:
     one more after each delivery); 2.6.7: the receiver's delivery-count is the sender's, so it counts m0 and m1."""
-    aborted = next(index for index in range(since, len(peer.frames)) if peer.frames[index].direction == "out"
-                   and peer.frames[index].performative == "transfer" and peer.frames[index].fields.get("aborted"))
+    aborted = next((index for index in range(since, len(peer.frames)) if peer.frames[index].direction == "out"
+                    and peer.frames[index].performative == "transfer" and peer.frames[index].fields.get("aborted")),
+                   None)
+    if aborted is None:  # the abort never went out (the broker ended the connection first): no flow after it
+        return None
     handle = broker_handle(attach)
     ours = peer.find("attach", since=0, direction="out", name=sender.name)
     initial = int((ours.fields.get("initial-delivery-count") if ours is not None else 0) or 0)

@@ -13,6 +13,7 @@ from proton import Delivery, Described, Link, Message, symbol, uint, ulong
 
 from ..engine import delivery_tag
 from ..frames import Frame
+from ..sequence import MODULUS
 from .broker import Broker, BrokerConnection, Consumer, Outstanding
 from .mutants import (
     DISPOSITION_STATE,
@@ -232,7 +233,7 @@ class AbortCountingConnection(RewritingConnection):
         count = frame.fields.get("delivery-count") if frame.performative == "flow" else None
         if not self.aborted or not isinstance(count, int):
             return frame.raw
-        return _with_field(frame, FLOW_DELIVERY_COUNT, uint((count - self.aborted) % 2**32))
+        return _with_field(frame, FLOW_DELIVERY_COUNT, uint((count - self.aborted) % MODULUS))
 
 
 class UncountedAbort(Broker):
