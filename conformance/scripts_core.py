@@ -493,15 +493,20 @@ def _aborted_premise(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, ids: 
     use. :class:`NotApplicable` where the link had more than one credit before m0 or after it (the row needs m1 to
     use the link's last credit), or no new credit came: how much credit a receiver gives, and whether it gives any
     again, is its own choice (AMQP 1.0 2.6.7)."""
-    for what in ("before m0", "after the whole m0"):
-        setup_step(f"credit {what}", peer.wait_for_credit, sender)
-        if sender.credit != 1:
-            raise NotApplicable(f"the broker's flow gave our link {sender.credit} credits {what}, not one (the "
-                                f"admin's credit-one-at-a-time): m1 would not use the link's last credit. How much "
-                                f"credit a receiver gives is its own choice (AMQP 1.0 2.6.7)")
-        if not ids:
-            _, transfer = setup_step("send m0", peer.send, sender, "m0")
-            ids.append(transfer.fields["delivery-id"])
+    _one_credit(peer, sender, "before m0")
+    _, transfer = setup_step("send m0", peer.send, sender, "m0")
+    ids.append(transfer.fields["delivery-id"])
+    _one_credit(peer, sender, "after the whole m0")
+
+
+def _one_credit(peer: ScriptedPeer, sender: Sender, when: str) -> None:
+    """Wait for credit on ``sender``; :class:`NotApplicable` unless the broker gave exactly one (``when``: said in
+    the reason)."""
+    setup_step(f"credit {when}", peer.wait_for_credit, sender)
+    if sender.credit != 1:
+        raise NotApplicable(f"the broker's flow gave our link {sender.credit} credits {when}, not one (the admin's "
+                            f"credit-one-at-a-time): m1 would not use the link's last credit. How much credit a "
+                            f"receiver gives is its own choice (AMQP 1.0 2.6.7)")
 
 
 def _credit_after_abort(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, attach: Frame,

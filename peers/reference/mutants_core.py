@@ -174,10 +174,8 @@ class UndeliverableHereOnce(Broker):
 
     def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
         message = super().take_for(consumer, excluded)
-        if message is not None and excluded:
-            for kept_off in self.undeliverable.values():
-                if kept_off is excluded:
-                    kept_off.clear()  # skipped once: the link may have it next time
+        if message is not None and isinstance(excluded, set):
+            excluded.clear()  # the link's own set in Broker.undeliverable: skipped once, it may have it next time
         return message
 
 
