@@ -48,8 +48,8 @@ MAX_FRAMES = 64
 DEFAULTS: dict[str, Any] = {"settlement": "unsettled", "transfer": "whole", "messages": 1, "frames": 2,
                             "address_kind": None, "consumers": None}
 OBSERVATIONS = ("producer_credit", "producer_disposition", "producer_outcome", "producer_error", "producer_modified",
-                "producer_premature", "received", "consumer_settled", "delivered_to", "consumer_detach",
-                "before_credit", "m1_fate", "streamed")
+                "producer_premature", "producer_earlier", "received", "consumer_settled", "delivered_to",
+                "consumer_detach", "before_credit", "m1_fate", "streamed")
 
 
 def check_frames(value: Any) -> str | None:
@@ -178,7 +178,9 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     ``producer_credit`` (whether the router let the producer send), ``producer_disposition`` (the first
     settled or terminal disposition the producer got for its last message, or nothing), with its
     ``producer_outcome`` (the state's name), ``producer_error`` (a rejection's error) and
-    ``producer_modified`` (a modified state's flags and annotations); ``producer_premature`` (a final
+    ``producer_modified`` (a modified state's flags and annotations); ``producer_earlier`` (the same as
+    ``producer_disposition`` for each message before the last, by body, read after a quiet time: the consumers act
+    on the last one only, which must settle nothing else); ``producer_premature`` (a final
     disposition seen before a consumer holding the message had acted, with where it was seen);
     ``received`` (per consumer, the bodies of the whole messages it got), ``consumer_settled`` (per
     consumer, whether the last message arrived settled; null if it never arrived) and ``delivered_to``
@@ -211,10 +213,11 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         observed["producer_credit"] = True
     except ExpectationFailed:
         observed["producer_credit"] = False
-    last_id, since, bodies = None, producer.mark(), []
+    ids, since, bodies = [], producer.mark(), []
     if observed["producer_credit"]:
-        last_id, bodies = _send(ctx, producer, sender, given["transfer"], presettled, given["messages"],
-                                given["frames"], consumers)
+        ids, bodies = _send(ctx, producer, sender, given["transfer"], presettled, given["messages"],
+                            given["frames"], consumers)
+    last_id = ids[-1] if ids else None
     observed["streamed"] = [c.streamed for c in consumers]
 
     _receive_all(ctx, consumers, len(bodies))
@@ -248,6 +251,9 @@ def run_router(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     if last_id is not None:
         final = _final_disposition(producer, last_id, since, ctx.wait_for("producer_disposition"))
     observed["producer_disposition"] = _disposition(final)
+    observed["producer_earlier"] = {  # one watch for all: a disposition for them comes with or after the last's
+        body: _disposition(_final_disposition(producer, delivery_id, since, ctx.quiet if index == 0 else 0))
+        for index, (body, delivery_id) in enumerate(zip(bodies[:-1], ids[:-1], strict=True))}
     state = (final.fields.get("state") or {}) if final is not None else {}
     observed["producer_outcome"] = state.get("@type")
     observed["producer_error"] = state.get("error")
@@ -275,8 +281,8 @@ def _attach_and_close_namesake(peer: ScriptedPeer, session: Session, receiver: R
 
 
 def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, presettled: bool,
-          messages: int = 1, frames: int = 2, consumers: list[Consumer] | None = None) -> tuple[int, list]:
-    """Send the row's message(s); returns the delivery-id of the last one and the bodies consumers may get.
+          messages: int = 1, frames: int = 2, consumers: list[Consumer] | None = None) -> tuple[list[int], list]:
+    """Send the row's message(s); returns the bodies consumers may get and, in the same order, their delivery-ids.
 
     ``multi-frame``: m1 in ``frames`` transfer frames (2: a small m1 split in two; more: an m1 padded, in an
     application property, to fill that many frames at the router's max-frame-size, so that a router streams
@@ -284,10 +290,11 @@ def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, 
     whole. Each consumer's :attr:`Consumer.streamed` records how many of m1's frames it had by then.
     """
     if transfer == "whole":
-        bodies = [f"m{n}" for n in range(1, messages + 1)]
+        bodies, ids = [f"m{n}" for n in range(1, messages + 1)], []
         for body in bodies:
             _, frame = setup_step(f"send {body}", producer.send, sender, body, settled=presettled)
-        return frame.fields["delivery-id"], bodies
+            ids.append(frame.fields["delivery-id"])
+        return ids, bodies
     encoded, first_part = _m1_parts(producer, transfer, frames)
     since = producer.mark()
     delivery = setup_step("send the first part of m1", producer.send_partial, sender, first_part, b"m1-part")
@@ -304,12 +311,12 @@ def _send(ctx: CaseContext, producer: ScriptedPeer, sender: Any, transfer: str, 
         setup_step("send the rest of m1", producer.finish_partial, sender, encoded[len(first_part):])
         if _written(producer, since) < frames:
             raise SetupFailed(f"m1 went out in {_written(producer, since)} transfer frames, not {frames}")
-        return first.fields["delivery-id"], ["m1"]
+        return [first.fields["delivery-id"]], ["m1"]
     since = producer.mark()
     delivery.abort()  # proton sends a transfer with aborted=true for the part already written
     setup_step("send the abort of m1", producer.expect, "transfer", since, direction="out", aborted=True)
     _, frame = setup_step("send m2", producer.send, sender, "m2", settled=presettled)
-    return frame.fields["delivery-id"], ["m2"]
+    return [frame.fields["delivery-id"]], ["m2"]
 
 
 def _m1_parts(producer: ScriptedPeer, transfer: str, frames: int) -> tuple[bytes, bytes]:

@@ -6,10 +6,12 @@ Registered into :data:`mutants.MUTANTS` (so ``--reference-mutant NAME`` selects 
 
 from __future__ import annotations
 
-from proton import Delivery
+from typing import Any
+
+from proton import Delivery, Endpoint, Link
 
 from .mutants import Mutant
-from .router import RELEASED, Outcome, RoutedConsumer, Router
+from .router import RELEASED, Inbound, Outcome, RoutedConsumer, Router
 
 
 class AcceptsDespiteReject(Router):
@@ -105,6 +107,34 @@ class ForgetsDepartedConsumer(Router):
         return None
 
 
+class CumulativeOutcome(Router):
+    """Gives a producer's delivery its final outcome and every earlier unsettled delivery on that link the same
+    one, as a cumulative acknowledgement would (one disposition may then cover them as a range)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: dict[Link, list[Delivery]] = {}  # per producer link: its unsettled deliveries, in order
+
+    def route(self, delivery: Delivery, address: str, encoded: bytes) -> None:
+        """Route as the reference does, remembering an unsettled delivery in its link's order."""
+        if not delivery.settled:
+            self._open.setdefault(delivery.link, []).append(delivery)
+        super().route(delivery, address, encoded)
+
+    def _complete(self, inbound: Inbound, outcome: Outcome) -> None:
+        """Settle the delivery and every earlier one still open on its link with ``outcome``."""
+        open_here = self._open.get(inbound.delivery.link, [])
+        if inbound.delivery not in open_here:  # settled already, by a later delivery's outcome
+            inbound.done = True
+            return
+        position = open_here.index(inbound.delivery)
+        earlier, open_here[:position + 1] = open_here[:position], []
+        for delivery in earlier:
+            if delivery.link.state & Endpoint.LOCAL_ACTIVE:
+                outcome.apply(delivery)
+        super()._complete(inbound, outcome)
+
+
 ROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("router-accepts-despite-reject", "reports accepted when one consumer accepted and another rejected",
            "001 final dispositions, rejected / multicast (at least one consumer rejected)", AcceptsDespiteReject),
@@ -124,6 +154,9 @@ ROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "001 Pre-settled (the outgoing deliveries are settled too)", ForwardsPresettledUnsettled),
     Mutant("router-anycast-to-all", "delivers an anycast message to every consumer",
            "001 Unsettled, anycast (one resulting outgoing delivery)", AnycastToAll),
+    Mutant("router-cumulative-outcome",
+           "gives every earlier unsettled delivery of the producer's link the outcome it forwards",
+           "001 Unsettled, anycast (each incoming delivery tied to its own outgoing delivery)", CumulativeOutcome),
     Mutant("router-forgets-departed-consumer", "never answers the producer when a consumer leaves holding it",
            "001 final dispositions, released / modified (the producer gets a final state)", ForgetsDepartedConsumer),
 )}
