@@ -1,10 +1,11 @@
 """``amqp-conformance selftest``: the suite proves it catches what it claims to catch.
 
 The catalogue runs once against the healthy reference broker (the baseline: nothing may FAIL, else the
-self-test means nothing), once against each conformant variant in
-:data:`amqp_conformance.peers.reference.conformant_variants.CONFORMANT` (a broker that keeps every guarantee
-and makes a choice the sources leave open another way: it must pass as the baseline does, else a row or
-script has taken the reference's choice for a rule), and once against each mutant in
+self-test means nothing; and once against the healthy reference router too when a selected mutant or variant
+runs on it, so a ``-k`` that selects router cases alone has a baseline that runs them), once against each
+conformant variant in :data:`amqp_conformance.peers.reference.conformant_variants.CONFORMANT` (a broker that
+keeps every guarantee and makes a choice the sources leave open another way: it must pass as the baseline does,
+else a row or script has taken the reference's choice for a rule), and once against each mutant in
 :data:`amqp_conformance.peers.reference.mutants.MUTANTS`, each a broker that breaks one documented
 guarantee. A mutant is *caught* when at least one case FAILs against it; it *survives* otherwise. Each run
 is its own pytest subprocess (a mutant cannot leak state into the next), ``--jobs`` of them at a time.
@@ -29,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from amqp_conformance.fixtures.brokers import base_broker
 from amqp_conformance.fixtures.logtext import last_line
 from amqp_conformance.fixtures.plugin import UNCLAIMED
 from amqp_conformance.peers.reference.conformant_variants import CONFORMANT
@@ -37,6 +39,7 @@ from amqp_conformance.reports.records import read_results
 
 CONFORMANCE_DIR = Path(__file__).parent
 BASELINE = "(baseline)"
+BASE_BROKER = "reference"
 
 
 class SelftestUsage(Exception):
@@ -49,7 +52,7 @@ class MutantRun:
 
     name: str
     description: str
-    broker_name: str = "reference"
+    broker_name: str = BASE_BROKER
     caught_by: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     cases: int = 0
@@ -93,7 +96,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="amqp-selftest-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
         runs = run_all(mutants, variants, out, args.keyword, args.jobs, args.timeout)
-    baseline, variant_runs, mutant_runs = runs[0], runs[1:1 + len(variants)], runs[1 + len(variants):]
+    bases = len(runs) - len(variants) - len(mutants)
+    baselines, variant_runs, mutant_runs = runs[:bases], runs[bases:bases + len(variants)], runs[bases + len(variants):]
+    baseline = merged(baselines)
     if baseline.cases == 0:
         raise SelftestUsage(f"no case matched{f' -k {args.keyword!r}' if args.keyword else ''}; "
                             f"list the cases with 'amqp-conformance cases'")
@@ -101,7 +106,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         print(json.dumps([{"mutant": r.name, "description": r.description, "broker": r.broker_name,
                            "caught_by": r.caught_by} for r in mutant_runs], indent=2))
     else:
-        print_table(baseline, variant_runs, mutant_runs)
+        print_table(baselines, variant_runs, mutant_runs)
         if not variants:
             print(f"conformant variants: not run ({len(CONFORMANT)}; --mutant runs only the mutants named: add "
                   f"--with-variants to run them too)")
@@ -136,14 +141,24 @@ def default_jobs() -> int:
 
 def run_all(mutants: list[Mutant], variants: list[Mutant], out: Path, keyword: str | None, jobs: int,
             timeout: float) -> list[MutantRun]:
-    """The baseline run first in the list, then one run per conformant variant (``variants``: of
+    """The baselines first in the list (the healthy reference broker, then each other healthy broker a selected
+    mutant or variant runs on, in the order first named), then one run per conformant variant (``variants``: of
     :data:`CONFORMANT`, in its order), then one per mutant, ``jobs`` at a time."""
     others = [*variants, *mutants]
-    targets = [MutantRun(BASELINE, "the healthy reference broker")] + [
-        MutantRun(m.name, m.description, getattr(m, "broker_name", "reference")) for m in others]
-    keywords = [keyword] + [scoped(keyword, m.scope) for m in others]
+    brokers = dict.fromkeys([BASE_BROKER, *(base_broker(m) for m in others)])
+    targets = [MutantRun(BASELINE, f"the healthy {broker} broker", broker) for broker in brokers] + [
+        MutantRun(m.name, m.description, base_broker(m)) for m in others]
+    keywords = [keyword] * len(brokers) + [scoped(keyword, m.scope) for m in others]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(lambda item: run_one(item[0], out, item[1], timeout), zip(targets, keywords, strict=True)))
+
+
+def merged(baselines: list[MutantRun]) -> MutantRun:
+    """The baselines as one run: their case runs, FAILs and ERRORs added up (what the exit code judges)."""
+    return MutantRun(BASELINE, "the healthy reference brokers", cases=sum(r.cases for r in baselines),
+                     caught_by=[case for r in baselines for case in r.caught_by],
+                     errors=[case for r in baselines for case in r.errors],
+                     seconds=max((r.seconds for r in baselines), default=0.0))
 
 
 def scoped(keyword: str | None, scope: tuple[str, ...]) -> str | None:
@@ -161,8 +176,8 @@ def pytest_command(run: MutantRun, run_dir: Path, keyword: str | None, timeout: 
                "-q", "-p", "no:randomly", "-p", "no:xdist"]
     if run.name != BASELINE:
         command += ["--reference-mutant", run.name]
-        if run.broker_name != "reference":
-            command += ["--broker", run.broker_name]
+    if run.broker_name != BASE_BROKER:
+        command += ["--broker", run.broker_name]
     if keyword:
         command += ["-k", keyword]
     return command
@@ -170,7 +185,8 @@ def pytest_command(run: MutantRun, run_dir: Path, keyword: str | None, timeout: 
 
 def run_one(run: MutantRun, out: Path, keyword: str | None, timeout: float) -> MutantRun:
     """Run the catalogue in a subprocess and fill ``run`` with the cases that FAILed and ERRORed."""
-    run_dir = out / ("baseline" if run.name == BASELINE else run.name)
+    run_dir = out / (run.name if run.name != BASELINE else "baseline" if run.broker_name == BASE_BROKER
+                     else f"baseline-{run.broker_name}")
     start = time.monotonic()
     proc = subprocess.run(pytest_command(run, run_dir, keyword, timeout), capture_output=True, text=True,
                           check=False)
@@ -188,13 +204,14 @@ def run_one(run: MutantRun, out: Path, keyword: str | None, timeout: float) -> M
     return run
 
 
-def print_table(baseline: MutantRun, variants: list[MutantRun], runs: list[MutantRun]) -> None:
-    """The human table: the baseline's and each conformant variant's counts, then each mutant, its description
+def print_table(baselines: list[MutantRun], variants: list[MutantRun], runs: list[MutantRun]) -> None:
+    """The human table: each baseline's and each conformant variant's counts, then each mutant, its description
     and the cases that caught it (or SURVIVED)."""
     name_width = max([len(r.name) for r in runs] + [len("mutant")])
     desc_width = min(60, max([len(r.description) for r in runs] + [len("description")]))
-    print(f"baseline: {baseline.cases} case runs against the healthy reference broker, "
-          f"{len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR ({baseline.seconds:.1f}s)")
+    for baseline in baselines:
+        print(f"baseline: {baseline.cases} case runs against {baseline.description}, "
+              f"{len(baseline.caught_by)} FAIL, {len(baseline.errors)} ERROR ({baseline.seconds:.1f}s)")
     for variant in variants:
         print(f"conformant variant {variant.name} ({variant.description}): {variant.cases} case runs, "
               f"{len(variant.caught_by)} FAIL, {len(variant.errors)} ERROR ({variant.seconds:.1f}s)")
