@@ -194,6 +194,34 @@ class RedeliversAckedLater(Broker):
         super().dispatch()
 
 
+class RedeliversCommittedLater(RedeliversAckedLater):
+    """Acknowledges a durable subscriber's transactional ACK when its transaction commits, then (the ACK "lost")
+    puts the event back 0.25 s later; a plain ACK it keeps, as the reference does."""
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        Broker._on_consumer_disposition(self, connection, delivery)  # a plain ACK holds (RedeliversAckedLater's not)
+
+    def _commit_ack(self, consumer: Any, delivery: Delivery, tag: bytes, outcome: Any) -> None:
+        outstanding = consumer.outstanding.get(tag)
+        super()._commit_ack(consumer, delivery, tag, outcome)
+        if outstanding is not None and outstanding.subscription.durable \
+                and outstanding.message not in outstanding.subscription.pending:  # acknowledged, not given back
+            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+
+
+class DurableAckAclFirstOnly(Broker):
+    """Checks a durable ACK against the ACLs in receiver settle mode FIRST only: its SECOND path (UM's would-be
+    two-phase ACK) forgot the check, and the ACK is taken."""
+
+    def ack_error(self, consumer: Any) -> Condition | None:
+        """The reference's error, except amqp:unauthorized-access on a link in receiver settle mode SECOND."""
+        error = super().ack_error(consumer)
+        if error is not None and error.name == "amqp:unauthorized-access" \
+                and consumer.link.rcv_settle_mode == Link.RCV_SECOND:
+            return None
+        return error
+
+
 UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("router-drops-reject-info", "propagates a rejection's condition and description but drops its info",
            "001 Unsettled, anycast (the consumer's delivery state, error info included, reaches the producer)",
@@ -231,4 +259,10 @@ UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("redelivers-acked-later", "puts a durable subscriber's acknowledged event back 0.25 s after the ACK",
            "000 Accepted: Subscription Mapping rows 5, 7 (the durable ACK: the event is acknowledged for good)",
            RedeliversAckedLater, scope=("um.",)),
+    Mutant("redelivers-committed-later", "puts a durable subscriber's event back 0.25 s after the commit that "
+           "acknowledged it", "000 Accepted: Subscription Mapping row 8 with AMQP 1.0 4.4.2 (the commit acknowledges "
+           "the event for good)", RedeliversCommittedLater, scope=("um.transactions.",)),
+    Mutant("durable-ack-acl-first-only", "checks a durable ACK against the ACLs in receiver settle mode FIRST only",
+           "000 Rejected: Subscription Mapping row 2 (FIRST OR SECOND, CONFIGURATION OR UNSETTLED_STATE: "
+           "amqp:unauthorized-access)", DurableAckAclFirstOnly, scope=("um.rejected.",)),
 )}
