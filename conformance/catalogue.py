@@ -3,6 +3,9 @@
 A table names its source document and heading and the scenario that runs its rows. Each row names its
 row number in the source, paraphrases it, states what is given and, per expectation set, what is
 expected. A malformed row fails loading with :class:`TableError` naming the file, the row and the field.
+
+A row whose source holds over several values of a given ("ANY" receiver settle mode, "FIRST OR SECOND") states
+them in ``over`` (given key -> the values): it stands for one case per combination (:func:`expand_over`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ INTEROP_TABLES_DIR = Path(__file__).parent / "interop_tables"  # the client grid
 EXPECTATION_SETS = ("core", "um-10.11", "router")
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 MAX_WATCH_S = 5.0
+STATED_AS = "\x00stated-as"  # set by expand_over on the rows it makes (no TOML key can collide with it)
 
 
 class TableError(ValueError):
@@ -58,6 +62,8 @@ class Case:
     the row is about, where that rests on a choice a client's library makes (how it splits a message, say): a
     cell that passed without showing them tells nothing of the row and is UNSUPPORTED (fixtures/interop.py
     ``held_to_premise``); a FAIL, an ERROR or a NON-STRICT stands.
+    ``stated_as`` is the id of the table row the case comes from (itself, or the row whose ``over`` it is one
+    combination of).
     """
 
     id: str
@@ -79,6 +85,9 @@ class Case:
     # back later); 0: no floor
     watch: float = 0.0
     premise: dict[str, Any] = field(default_factory=dict)
+    # the id of the table row this case comes from: its own row, or for a combination of that row's ``over``
+    # values (:func:`expand_over`) the row that states them
+    stated_as: str = ""
 
     @property
     def expectation_sets(self) -> list[str]:
@@ -168,9 +177,52 @@ def load_table(path: Path, interop: bool = False) -> list[Case]:
         row_where = f"{where}: row {row.get('row', f'#{index}')}" if isinstance(row, dict) else f"{where}: row #{index}"
         if not isinstance(row, dict):
             raise TableError(f"{row_where}: a row must be a table of fields")
-        cases.append(_load_row(row, row_where, path, table, title, scenario_name, scenario, document, heading,
-                               source.get("url"), interop))
+        cases.extend(_load_row(one, f"{where}: row {one.get('row')}" if "over" in row else row_where, path, table,
+                               title, scenario_name, scenario, document, heading, source.get("url"), interop)
+                     for one in expand_over(row, row_where))
+    ids = [case.id for case in cases]
+    clash = next((case_id for case_id in ids if ids.count(case_id) > 1), None)
+    if clash:
+        raise TableError(f"{where}: two rows have the id {clash.split('/', 1)[1]!r} (a row's over names its "
+                         "combinations <row>-<value>-<value>...: rename one)")
     return cases
+
+
+def expand_over(row: dict, where: str) -> list[dict]:
+    """The row as one row per combination of its ``over`` values (itself when it has none).
+
+    ``over`` maps given keys to the values the source row holds for (every one, so that a broker right on one
+    and wrong on another is told). The row's own ``given`` names one value of each key: that combination keeps
+    the row's id; every other is a row of its own, ``<row>-<value>-<value>...`` (values in ``over``'s key order),
+    with the same text, expectations and everything else, and ``given`` set to the combination."""
+    if "over" not in row:
+        return [row]
+    over, given = row["over"], row.get("given")
+    if not isinstance(over, dict) or not over:
+        raise TableError(f"{where}: field 'over': expected a table of given key = [the values the source row "
+                         f"holds for], got {over!r}")
+    if not isinstance(given, dict):
+        return [row]  # _load_row names the missing or malformed given
+    for key, values in over.items():
+        if not isinstance(values, list) or len(values) < 2 or len(set(map(str, values))) != len(values) \
+                or not all(isinstance(value, (str, int)) for value in values):
+            raise TableError(f"{where}: field 'over.{key}': expected a list of two or more distinct values (strings, "
+                             f"numbers or booleans: each names its cases), got {values!r}")
+        if key not in given or given[key] not in values:
+            raise TableError(f"{where}: field 'over.{key}': the row's given must name one of {values!r} for "
+                             f"{key!r} (that combination keeps the row's id)")
+    combinations = [{}]
+    for key, values in over.items():
+        combinations = [{**combination, key: value} for combination in combinations for value in values]
+    rows = []
+    for combination in combinations:
+        one = {k: v for k, v in row.items() if k != "over"}
+        one["given"] = {**given, **combination}
+        one[STATED_AS] = row.get("row")
+        if any(given[key] != value for key, value in combination.items()):
+            one["row"] = "-".join([str(row.get("row")), *(str(value) for value in combination.values())])
+        rows.append(one)
+    return rows
 
 
 def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenario_name: str, scenario: Any,
@@ -179,7 +231,7 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
     # premise: see Case.premise (a grid row's; the catalogue's peer makes its own choices, so it has none)
     known = {"row", "source_row", "title", "text", "given", "expect", "requires", "informational", "severity",
              "silent", "heading", "watch", *(("premise",) if interop else ())}
-    unknown = set(row) - known
+    unknown = set(row) - known - {STATED_AS}
     if unknown:
         raise TableError(f"{where}: unknown field(s) {sorted(unknown)} (fields: {', '.join(sorted(known))})")
     row_id = str(_require(row, "row", (str, int), where))
@@ -232,6 +284,7 @@ def _load_row(row: dict, where: str, path: Path, table: str, title: str, scenari
         requires=tuple(dict.fromkeys((*row.get("requires", ()), *scenario.needs(given)))),
         informational=informational, severity=severity, file=path.name,
         silent=dict(silent), watch=float(watch), premise=dict(premise),
+        stated_as=f"{table}/{row.get(STATED_AS, row_id)}",
     )
 
 

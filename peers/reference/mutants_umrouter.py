@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from proton import Condition, Delivery, Described, Link, Message, symbol, uint, ulong
+from proton import Condition, Delivery, Described, Link, Message, Terminus, symbol, uint, ulong
 
 from ..engine import delivery_tag
 from ..frames import Frame
@@ -209,6 +209,19 @@ class RedeliversCommittedLater(RedeliversAckedLater):
             self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
 
 
+class DurableSubscribeSkipsAcl(Broker):
+    """Checks a subscription request against the subscribe ACL only for a non-durable link: a durable subscriber
+    (CONFIGURATION or UNSETTLED_STATE) is let in, as if its durable-subscribe check at ACK time were enough."""
+
+    def subscribe_error(self, connection: BrokerConnection, link: Link, address: str) -> Condition | None:
+        """The reference's error, except amqp:unauthorized-access for a durable link."""
+        error = super().subscribe_error(connection, link, address)
+        if error is not None and error.name == "amqp:unauthorized-access" \
+                and link.remote_source.durability != Terminus.NONDURABLE:
+            return None
+        return error
+
+
 class DurableAckAclFirstOnly(Broker):
     """Checks a durable ACK against the ACLs in receiver settle mode FIRST only: its SECOND path (UM's would-be
     two-phase ACK) forgot the check, and the ACK is taken."""
@@ -262,6 +275,9 @@ UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("redelivers-committed-later", "puts a durable subscriber's event back 0.25 s after the commit that "
            "acknowledged it", "000 Accepted: Subscription Mapping row 8 with AMQP 1.0 4.4.2 (the commit acknowledges "
            "the event for good)", RedeliversCommittedLater, scope=("um.transactions.",)),
+    Mutant("durable-subscribe-skips-acl", "checks a subscription against the subscribe ACL for non-durable links "
+           "only", "000 Rejected: Subscription Mapping row 1 (ANY settle mode, ANY durability: "
+           "amqp:unauthorized-access)", DurableSubscribeSkipsAcl, scope=("um.rejected.",)),
     Mutant("durable-ack-acl-first-only", "checks a durable ACK against the ACLs in receiver settle mode FIRST only",
            "000 Rejected: Subscription Mapping row 2 (FIRST OR SECOND, CONFIGURATION OR UNSETTLED_STATE: "
            "amqp:unauthorized-access)", DurableAckAclFirstOnly, scope=("um.rejected.",)),
