@@ -77,7 +77,7 @@ CORE_SCENARIOS = (
                   "undeliverable_here": False, "rounds": 1, "interloper": False},
         observations=("broker_attach", "transfer", "sender_settle_mode", "broker_dispositions", "settled_offsets",
                       "after_accept", "next_on_link", "later_on_link", "broker_detach", "remaining",
-                      "remaining_messages"),
+                      "remaining_messages", "default_outcome"),
         needs=needs_store,
     ),
     Scenario(

@@ -169,7 +169,8 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     answer to a later accept, when the row gives one), ``next_on_link`` (what one more credit brings on the
     same link), ``later_on_link`` (when the row names it: what more credit then brings, :func:`_later_on_link`),
     ``broker_detach`` (its answer to our closing the link), ``remaining`` (the bodies a fresh
-    consumer gets once the link is closed) and ``remaining_messages`` (those messages, field by field).
+    consumer gets once the link is closed), ``remaining_messages`` (those messages, field by field) and
+    ``default_outcome`` (when the row names it: :func:`default_outcome_applied`).
 
     ``then = "close-link"``: the peer disposes of nothing and closes the link with the deliveries unsettled.
     ``rounds = n`` (n > 1): the outcome is given n times in all, each further time to the copy of the first
@@ -205,7 +206,19 @@ def run_consume(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     seen = remaining_messages(ctx)
     observed["remaining_messages"] = seen
     observed["remaining"] = [m["body"] for m in seen]
+    if "default_outcome" in ctx.expected:
+        observed["default_outcome"] = default_outcome_applied(attach, observed)
     return observed
+
+
+def default_outcome_applied(attach: Frame, observed: dict[str, Any]) -> dict[str, Any]:
+    """The default-outcome the broker's attach declared for its source (3.5.3; None when it declares none) beside
+    whether m1 was kept: whether it came next on the link or a fresh consumer got it after the link closed. A
+    delivery settled with no state takes that outcome: accepted or rejected retire m1, released or modified give
+    it back."""
+    declared = (attach.fields.get("source") or {}).get("default-outcome")
+    following = observed.get("next_on_link") or {}
+    return {"declared": declared, "m1_kept": following.get("body") == "m1" or "m1" in observed["remaining"]}
 
 
 def interlope(ctx: CaseContext) -> None:

@@ -21,6 +21,8 @@ from .mutants import (
     RedeliversRejectedLater,
     RewritingBroker,
     RewritingConnection,
+    _performative,
+    _reframe,
     _with_field,
 )
 from .outcomes import Modification
@@ -248,6 +250,31 @@ class UncountedAbort(Broker):
         super()._on_published(connection, delivery)
 
 
+ATTACH_SOURCE = 5  # field index of attach.source
+SOURCE_DEFAULT_OUTCOME = 8  # field index of source.default-outcome (3.5.3: after filter)
+RELEASED_DESCRIPTOR = ulong(0x26)
+
+
+class DeclaresReleasedDefault(RewritingBroker):
+    """Declares released as the default-outcome of the source of every link it sends on, and still applies
+    accepted to a delivery its consumer settles with no state (the reference's choice when it declares none): the
+    attach says the message comes back, the broker drops it."""
+
+    def rewrite(self, frame: Frame) -> bytes:
+        if frame.performative != "attach" or frame.fields.get("role") != "sender":
+            return frame.raw
+        performative, payload = _performative(frame)
+        values = list(performative.value)
+        source = values[ATTACH_SOURCE]
+        if not isinstance(source, Described):
+            return frame.raw
+        fields = list(source.value)
+        fields += [None] * (SOURCE_DEFAULT_OUTCOME + 1 - len(fields))
+        fields[SOURCE_DEFAULT_OUTCOME] = Described(RELEASED_DESCRIPTOR, [])
+        values[ATTACH_SOURCE] = Described(source.descriptor, fields)
+        return _reframe(frame, Described(performative.descriptor, values), payload)
+
+
 CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
     ("redelivery-drops-durable", "redelivers a released or modified message with durable=false",
      "3.4.4 the released message is unchanged; 3.4.5 only delivery-count and annotations change "
@@ -294,4 +321,7 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
     ("uncounted-abort", "leaves a publisher's aborted delivery out of the delivery-count its flows state",
      "004 pn_delivery_aborted: an aborted delivery consumes a credit; 2.6.7 delivery-count "
      "(core.transfer/aborted-consumes-credit)", UncountedAbort),
+    ("declares-released-applies-accepted", "declares released as its sources' default-outcome and drops a message "
+     "settled with no state", "3.5.3 default-outcome: the outcome of a transfer settled before it reached a terminal "
+     "state (core.outcomes/no-state-settled)", DeclaresReleasedDefault),
 ))
