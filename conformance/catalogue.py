@@ -11,6 +11,7 @@ them in ``over`` (given key -> the values): it stands for one case per combinati
 from __future__ import annotations
 
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -180,8 +181,7 @@ def load_table(path: Path, interop: bool = False) -> list[Case]:
         cases.extend(_load_row(one, f"{where}: row {one.get('row')}" if "over" in row else row_where, path, table,
                                title, scenario_name, scenario, document, heading, source.get("url"), interop)
                      for one in expand_over(row, row_where))
-    ids = [case.id for case in cases]
-    clash = next((case_id for case_id in ids if ids.count(case_id) > 1), None)
+    clash = next((case_id for case_id, n in Counter(case.id for case in cases).items() if n > 1), None)
     if clash:
         raise TableError(f"{where}: two rows have the id {clash.split('/', 1)[1]!r} (a row's over names its "
                          "combinations <row>-<value>-<value>...: rename one)")
