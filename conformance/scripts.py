@@ -303,9 +303,8 @@ def run_subscribe(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             setup_step("detach durable subscriber", peer.expect, "detach", since, handle=handle)
             receiver, _ = setup_step("re-attach durable subscriber", peer.attach_receiver, session, ctx.node,
                                      name=name, rcv_settle_mode=given["rcv_settle_mode"], durable=durable, credit=20)
-        peer.min_watch = ctx.watch  # the row's bounded watch (Case.watch): a late redelivery is seen too
-        observed["remaining"] = collect(ctx, peer, receiver)
-        peer.min_watch = 0.0
+        with peer.watching(ctx.watch):  # the row's bounded watch (Case.watch): a late redelivery is seen too
+            observed["remaining"] = collect(ctx, peer, receiver)
         receiver.close()  # closed=true: a durable subscription ends here
     return observed
 

@@ -475,9 +475,8 @@ def run_txn_acquire(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             session = setup_step("begin a second session", peer.begin)
     receiver, _ = setup_step("re-attach durable subscriber", peer.attach_receiver, session, ctx.node, credit=20,
                              **options)
-    peer.min_watch = ctx.watch  # the row's bounded watch (Case.watch): a late redelivery is seen too
-    remaining = collect_with_sections(ctx, peer, receiver)
-    peer.min_watch = 0.0
+    with peer.watching(ctx.watch):  # the row's bounded watch (Case.watch): a late redelivery is seen too
+        remaining = collect_with_sections(ctx, peer, receiver)
     observed["remaining"] = [body for body, _ in remaining]
     observed["redelivered"] = next((sections for body, sections in remaining if body == "m1"), None)
     receiver.close()

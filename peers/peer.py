@@ -14,7 +14,8 @@ import socket
 import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,6 +215,16 @@ class ScriptedPeer:
     def eof(self) -> bool:
         """True once the broker has ended the TCP connection (the end of its stream was read)."""
         return self._eof
+
+    @contextmanager
+    def watching(self, seconds: float) -> Iterator[None]:
+        """Within the block every wait lasts at least ``seconds`` (a row's bounded watch, by the clock: an effect
+        that comes late is seen too); the floor it had before comes back after, whatever happens inside."""
+        before, self.min_watch = self.min_watch, seconds
+        try:
+            yield
+        finally:
+            self.min_watch = before
 
     def mark(self) -> int:
         """A position in the frame log: pass it as ``since`` to look only at frames captured after now."""

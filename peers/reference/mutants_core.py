@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from proton import Delivery, Described, Link, Message, symbol, uint, ulong
 
+from ..amqp_types import BY_NAME
 from ..engine import delivery_tag
 from ..frames import Frame
 from ..sequence import MODULUS
@@ -250,9 +251,9 @@ class UncountedAbort(Broker):
         super()._on_published(connection, delivery)
 
 
-ATTACH_SOURCE = 5  # field index of attach.source
-SOURCE_DEFAULT_OUTCOME = 8  # field index of source.default-outcome (3.5.3: after filter)
-RELEASED_DESCRIPTOR = ulong(0x26)
+ATTACH_SOURCE = BY_NAME["attach"].fields.index("source")
+SOURCE_DEFAULT_OUTCOME = BY_NAME["source"].fields.index("default-outcome")
+RELEASED_DESCRIPTOR = ulong(BY_NAME["released"].code)
 
 
 class DeclaresReleasedDefault(RewritingBroker):

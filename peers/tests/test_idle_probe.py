@@ -87,6 +87,20 @@ def test_a_bounded_watch_outlasts_the_probe_and_the_quiet_time(offered):
         assert time.monotonic() - start < 0.5  # well short of the watch, with room for a loaded machine
 
 
+def test_a_watch_lasts_for_its_block_only(offered):
+    server = offered()
+    with ScriptedPeer.connect(BrokerAddress("127.0.0.1", server.port), timeout=10, quiet=0.05) as peer:
+        peer.open()
+        with peer.watching(0.5):
+            start = time.monotonic()
+            assert peer.pump(timeout=0.05) is False
+            assert time.monotonic() - start >= 0.5
+        assert peer.min_watch == 0.0
+        with pytest.raises(RuntimeError), peer.watching(0.5):
+            raise RuntimeError("a step that fails inside the watch")
+        assert peer.min_watch == 0.0  # the floor comes back whatever happened inside
+
+
 def test_a_frame_that_never_comes_fails_at_once_and_says_why(offered):
     server = offered()
     with connect(server) as peer:
