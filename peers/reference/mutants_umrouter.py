@@ -128,6 +128,19 @@ class KeepsLinkAfterPresettledFatal(Broker):
         super().refuse_delivery(link, delivery, error, txn_id)
 
 
+class KeepsLinkAfterPresettledStoreFault(KeepsLinkAfterPresettledFatal):
+    """Closes the link for a refused pre-settled transfer when the ACLs refuse it, but drops one the store fails
+    (amqp:internal-error, amqp:not-found) with the link left attached, as if a fire-and-forget transfer's store
+    fault were no more than a lost message."""
+
+    def refuse_delivery(self, link: Link, delivery: Delivery, error: Condition, txn_id: bytes | None = None) -> None:
+        """The reference's refusal, except a settled delivery's fault other than amqp:unauthorized-access."""
+        if delivery.settled and error.name != "amqp:unauthorized-access":
+            super().refuse_delivery(link, delivery, error, txn_id)
+            return
+        Broker.refuse_delivery(self, link, delivery, error, txn_id)
+
+
 class SkipsStarvedConsumer(Router):
     """Routes a message only to consumers that have credit now: a starved consumer never gets its copy."""
 
@@ -194,6 +207,55 @@ class RedeliversAckedLater(Broker):
         super().dispatch()
 
 
+class PersistentSecondRedeliversAckedLater(RedeliversAckedLater):
+    """Puts a durable subscriber's acknowledged event back 0.25 s after the ACK on its one path of receiver settle
+    mode SECOND with durability UNSETTLED_STATE (a two-phase persistent ACK that is "lost"); every other
+    subscriber's ACK holds, as the reference's does."""
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        if consumer is not None and consumer.link.remote_source.durability == Terminus.DELIVERIES \
+                and consumer.link.rcv_settle_mode == Link.RCV_SECOND:
+            super()._on_consumer_disposition(connection, delivery)
+        else:
+            Broker._on_consumer_disposition(self, connection, delivery)
+
+
+class DurableAttachNamesSubscription(Broker):
+    """Answers a durable subscriber's attach with a source naming its subscription (``<node>::<link name>``)
+    instead of the node it subscribed to; a non-durable subscriber's source names the node, as the reference's."""
+
+    def _open_consumer(self, connection: BrokerConnection, link: Link) -> None:
+        super()._open_consumer(connection, link)
+        if link.name in connection.consumers and link.remote_source.durability != Terminus.NONDURABLE:
+            link.source.address = f"{link.remote_source.address}::{link.name}"  # the attach goes out later
+
+
+class DurableStatelessNotAcked(Broker):
+    """Answers a durable subscriber's disposition with no state as the reference does (accepted, settled) but
+    keeps the event in the durable subscription: its durable ACK path runs for an explicit accepted only."""
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        stateless = self.terminal_state(delivery.remote_state) == 0
+        if outstanding is not None and stateless and outstanding.subscription.durable:
+            outstanding.subscription.pending.append(outstanding.message)  # not acknowledged for good
+        super()._on_consumer_disposition(connection, delivery)
+
+
+class SecondModeCommitKeepsAck(Broker):
+    """Commits a transactional ACK of a subscriber in receiver settle mode SECOND without acknowledging the event
+    (as if waiting for a settlement of the subscriber's that never comes): the subscription offers it again."""
+
+    def _commit_ack(self, consumer: Any, delivery: Delivery, tag: bytes, outcome: Any) -> None:
+        outstanding = consumer.outstanding.get(tag)
+        super()._commit_ack(consumer, delivery, tag, outcome)
+        if outstanding is not None and consumer.link.rcv_settle_mode == Link.RCV_SECOND \
+                and outstanding.message not in outstanding.subscription.pending:  # acknowledged: undo it
+            outstanding.subscription.pending.appendleft(outstanding.message)
+
+
 class RedeliversCommittedLater(RedeliversAckedLater):
     """Acknowledges a durable subscriber's transactional ACK when its transaction commits, then (the ACK "lost")
     puts the event back 0.25 s later; a plain ACK it keeps, as the reference does."""
@@ -257,6 +319,10 @@ UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("keeps-link-after-presettled-fatal", "keeps the link after a fatal error on a pre-settled transfer",
            "000 Rejected: Publishing row 2 (sender settle mode UNSETTLED OR SETTLED; fatal: the link is closed)",
            KeepsLinkAfterPresettledFatal, scope=("um.rejected.",)),
+    Mutant("keeps-link-after-presettled-store-fault", "keeps the link after a store fault (internal error, node "
+           "not found) on a pre-settled transfer; an ACL refusal closes it", "000 Rejected: Publishing row 2 (sender "
+           "settle mode UNSETTLED OR SETTLED; amqp:internal-error and amqp:not-found are fatal: the link is closed)",
+           KeepsLinkAfterPresettledStoreFault, scope=("um.rejected.",)),
     Mutant("router-skips-starved-consumer", "multicasts only to consumers that have credit when the message comes",
            "001 Unsettled, multicast (all outbound deliveries; the router waits for each consumer's final state)",
            SkipsStarvedConsumer, scope=("router.",)),
@@ -272,6 +338,21 @@ UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("redelivers-acked-later", "puts a durable subscriber's acknowledged event back 0.25 s after the ACK",
            "000 Accepted: Subscription Mapping rows 5, 7 (the durable ACK: the event is acknowledged for good)",
            RedeliversAckedLater, scope=("um.",)),
+    Mutant("persistent-second-redelivers-acked-later", "puts a durable subscriber's acknowledged event back 0.25 s "
+           "after the ACK, in settle mode SECOND with durability UNSETTLED_STATE only", "000 Accepted: Subscription "
+           "Mapping row 7 (CONFIGURATION OR UNSETTLED_STATE: the durable ACK acknowledges the event for good)",
+           PersistentSecondRedeliversAckedLater, scope=("um.",)),
+    Mutant("durable-attach-names-subscription", "answers a durable subscriber's attach with a source naming its "
+           "subscription instead of the node", "000 Accepted: Subscription Mapping row 3 (ANY settle mode, ANY "
+           "durability: the link address is examined, the destination node verified and subscribed to)",
+           DurableAttachNamesSubscription, scope=("um.",)),
+    Mutant("durable-stateless-not-acked", "answers a durable subscriber's disposition with no state but keeps the "
+           "event", "000 Accepted: Subscription Mapping row 1 (receiver settle mode and durability N/A: the delivery "
+           "is accepted with the source's default outcome)", DurableStatelessNotAcked, scope=("um.",)),
+    Mutant("second-mode-commit-keeps-ack", "commits a transactional ACK in receiver settle mode SECOND without "
+           "acknowledging the event", "000 Accepted: Subscription Mapping row 8 (receiver settle mode and durability "
+           "N/A) with AMQP 1.0 4.4.2 (the commit acknowledges the event)", SecondModeCommitKeepsAck,
+           scope=("um.transactions.",)),
     Mutant("redelivers-committed-later", "puts a durable subscriber's event back 0.25 s after the commit that "
            "acknowledged it", "000 Accepted: Subscription Mapping row 8 with AMQP 1.0 4.4.2 (the commit acknowledges "
            "the event for good)", RedeliversCommittedLater, scope=("um.transactions.",)),
