@@ -182,6 +182,13 @@ class RequeueStripsMessage(Broker):
         super()._release_consumer(consumer)
 
 
+def outstanding_of(connection: BrokerConnection, delivery: Delivery) -> Any:
+    """The consumer's record of ``delivery`` (the reference's ``Outstanding``), or None when the link is no consumer
+    of this connection or the delivery is no longer outstanding."""
+    consumer = connection.consumers.get(delivery.link.name)
+    return consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+
+
 class RedeliversAckedLater(Broker):
     """Accepts and settles a durable subscriber's ACK, then (the ACK "lost") puts the event back 0.25 s later."""
 
@@ -192,8 +199,7 @@ class RedeliversAckedLater(Broker):
         self._late: list[tuple[float, Any, Any]] = []
 
     def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        consumer = connection.consumers.get(delivery.link.name)
-        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        outstanding = outstanding_of(connection, delivery)
         super()._on_consumer_disposition(connection, delivery)
         if outstanding is not None and outstanding.subscription.durable and delivery.remote_state == Delivery.ACCEPTED:
             self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
@@ -213,9 +219,8 @@ class PersistentSecondRedeliversAckedLater(RedeliversAckedLater):
     subscriber's ACK holds, as the reference's does."""
 
     def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        consumer = connection.consumers.get(delivery.link.name)
-        if consumer is not None and consumer.link.remote_source.durability == Terminus.DELIVERIES \
-                and consumer.link.rcv_settle_mode == Link.RCV_SECOND:
+        link = delivery.link  # the consumer's link
+        if link.remote_source.durability == Terminus.DELIVERIES and link.rcv_settle_mode == Link.RCV_SECOND:
             super()._on_consumer_disposition(connection, delivery)
         else:
             Broker._on_consumer_disposition(self, connection, delivery)
@@ -236,8 +241,7 @@ class DurableStatelessNotAcked(Broker):
     keeps the event in the durable subscription: its durable ACK path runs for an explicit accepted only."""
 
     def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        consumer = connection.consumers.get(delivery.link.name)
-        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        outstanding = outstanding_of(connection, delivery)
         stateless = self.terminal_state(delivery.remote_state) == 0
         if outstanding is not None and stateless and outstanding.subscription.durable:
             outstanding.subscription.pending.append(outstanding.message)  # not acknowledged for good
