@@ -15,7 +15,10 @@ from .context import CaseContext
 
 Script = Callable[[CaseContext, dict[str, Any]], dict[str, Any]]
 Needs = Callable[[dict[str, Any]], tuple[str, ...]]
-TRANSFER_KINDS = ("settled", "unsettled", "partial")
+TRANSFER_KINDS = ("settled", "unsettled", "partial", "partial-settled")
+"""A publishing row's transfers, one word each: a whole message pre-settled or unsettled, one unsettled in two
+transfer frames (``partial``: the first sent alone), or one settled from the first of several frames
+(``partial-settled``: sent at once, split at the broker's max-frame-size)."""
 STORE = "store"
 """The capability of a broker that keeps a message for a node no consumer is attached to, and so grants a
 publisher credit there. A router has none: it grants a publisher credit only towards a consumer (observed

@@ -16,7 +16,7 @@ from amqp_conformance.peers.sequence import MODULUS, span, span_length
 from amqp_conformance.peers.transfers import deliveries, payload_of
 from proton import Message, Receiver, Sender, Session, uint
 
-from .context import CaseContext, SetupFailed, expects_nothing, open_session, setup_step
+from .context import CaseContext, NotApplicable, SetupFailed, expects_nothing, open_session, setup_step
 
 
 def body_of(frame_or_message: Message) -> Any:
@@ -198,6 +198,30 @@ def send_in_two_frames(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, bod
     return delivery_id
 
 
+def send_settled_in_frames(peer: ScriptedPeer, sender: Sender, body: str, message: Message | None = None) -> int:
+    """Send ``body`` as one delivery of more than one transfer frame, settled by the publisher from its first frame
+    (``settled=true``, ``more=true``: AMQP 1.0 2.7.5, 2.6.14). Returns the delivery-id.
+
+    Proton writes a delivery settled before it goes out in frames of the broker's max-frame-size, each settled,
+    so the message carries an application property long enough to need two of them (its body stays ``body``).
+    :class:`NotApplicable` where the broker's open states no max-frame-size: proton then writes any delivery in
+    one transfer, and a pre-settled one cannot be split. :class:`SetupFailed` unless the first transfer went out
+    settled with ``more=true``."""
+    limit = peer.broker_max_frame_size()
+    if limit is None:
+        raise NotApplicable("the broker's open states no max-frame-size (AMQP 1.0 2.7.1: no limit), so proton writes "
+                            "a pre-settled delivery in one transfer: the row needs one settled from the first of "
+                            "several transfer frames")
+    padded = message or Message(body=body)
+    padded.properties = {**(padded.properties or {}), "padding": "p" * int(limit)}
+    _, transfer = setup_step(f"send {body} settled, in several transfer frames", peer.send, sender, body, settled=True,
+                             message=padded)
+    if not (transfer.fields.get("settled") and transfer.fields.get("more")):
+        raise SetupFailed(f"set-up step 'send {body} settled, in several transfer frames' failed: its first transfer "
+                          f"went out with settled={transfer.fields.get('settled')} more={transfer.fields.get('more')}")
+    return transfer.fields["delivery-id"]
+
+
 def flow_seen(frame: Frame | None, initial: int) -> dict[str, Any] | None:
     """The broker's flow state for our link: its fields as typed on the wire, ``advance``: how far its
     delivery-count moved from the attach's initial-delivery-count, and ``limit``: advance + link-credit, the
@@ -347,6 +371,8 @@ def run_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
             continue
         if kind == "partial":
             delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since)
+        elif kind == "partial-settled":
+            delivery_id = send_settled_in_frames(peer, sender, body)
         else:
             _, transfer = setup_step(f"send {body}", peer.send, sender, body, settled=(kind == "settled"))
             delivery_id = transfer.fields["delivery-id"]

@@ -36,6 +36,7 @@ from .scripts import (
     publish_setup,
     remaining_on_node,
     send_in_two_frames,
+    send_settled_in_frames,
 )
 
 SELECTOR_DESCRIPTOR = "apache.org:selector-filter:string"
@@ -272,6 +273,8 @@ def run_um_publish(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
         if kind == "partial":
             delivery_id = send_in_two_frames(ctx, peer, sender, body, f"p{index + 1}".encode(), since,
                                              finish=lambda: link_fate(peer, handle, attached_at) is None)
+        elif kind == "partial-settled":
+            delivery_id = send_settled_in_frames(peer, sender, body, message)
         elif given["transactional"]:
             _, transfer = setup_step(f"send {body} in the transaction", send_transactional, peer, sender, body,
                                      txn_id, settled=(kind == "settled"), message=message)

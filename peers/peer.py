@@ -514,6 +514,12 @@ class ScriptedPeer:
         sender.advance()
         self.expect("transfer", since, direction="out")
 
+    def broker_max_frame_size(self) -> int | None:
+        """The max-frame-size the broker's open states: the largest frame proton writes to it (AMQP 1.0 2.7.1); None
+        where its open states none (no limit) or has not come."""
+        broker_open = first_frame(self.engine.frames, "open", "in")
+        return None if broker_open is None else broker_open.fields.get("max-frame-size")
+
     def give(self, sender: Sender, data: bytes) -> None:
         """Give ``data`` to ``sender``'s current delivery, to go out in transfers proton writes.
 
@@ -524,7 +530,7 @@ class ScriptedPeer:
         before the next (2.6.14: how a message is split is the sender's choice). Where the session window holds
         them back, proton writes what it holds once the window opens."""
         broker_open = first_frame(self.engine.frames, "open", "in")
-        if broker_open is None or broker_open.fields.get("max-frame-size") is not None:
+        if broker_open is None or self.broker_max_frame_size() is not None:
             sender.send(data)
             return
         pieces = [data[start:start + UNSTATED_LIMIT_PIECE] for start in range(0, len(data), UNSTATED_LIMIT_PIECE)]
