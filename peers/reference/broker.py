@@ -365,8 +365,7 @@ class Broker(UmRules):
                 self.second_pending.discard(second_key)
                 delivery.settle()
             return
-        multi_frame = connection.was_multi_frame(delivery)
-        if multi_frame and self.policy.partial_delivery == "reject":
+        if connection.was_multi_frame(delivery) and self.refuses_multi_frame(delivery):
             # UM 10.11 Accepted/Publishing row 1 and Rejected/Publishing row 1: rejected, settled, fatal. The
             # rest of the delivery never reaches here: the link is detached with an error, so the guard ends the
             # session on any later transfer on it (errant-link, 2.8.16)
@@ -385,8 +384,7 @@ class Broker(UmRules):
         address = link.remote_target.address or ""
         if address in self.drains_publishers and link in connection.credit_due:  # admin: asked to drain, once
             connection.drain_due.append(link)  # the read is done (top_up)
-        if address in self.failing_transforms:
-            # UM 10.11 Accepted/Publishing row 2: the transformer returned null
+        if self.transformer_yields_null(address, delivery):  # UM 10.11 Accepted/Publishing row 2
             self._settle(delivery, Delivery.REJECTED, self.transformer_failure())
             return
         txn_id = self.txn_of(delivery)
@@ -557,6 +555,18 @@ class Broker(UmRules):
     def policy_for(self, expectation_set: str) -> Policy:
         """The policy under which this broker meets ``expectation_set``."""
         return Policy.for_set(expectation_set)
+
+    def refuses_multi_frame(self, delivery: Delivery) -> bool:
+        """Whether a delivery of more than one transfer frame is refused (UM 10.11 Accepted/Publishing row 1 and
+        Rejected/Publishing row 1, in force under the ``um-10.11`` policy): every one, whatever the link's sender
+        settle mode and whether the publisher settled it (both rows give the sender settle mode as N/A)."""
+        return self.policy.partial_delivery == "reject"
+
+    def transformer_yields_null(self, address: str, delivery: Delivery) -> bool:
+        """Whether the node's UM transformer returns null for ``delivery`` (the admin's transformer-null provocation
+        of ``address``): for every publish there, whatever the sender settle mode and whether the publisher settled
+        it (UM 10.11 Accepted/Publishing row 2 gives the sender settle mode as N/A)."""
+        return address in self.failing_transforms
 
     def transformer_failure(self) -> Condition:
         """The error a publish gets when the node's transformer returns null (UM 10.11: precondition-failed)."""
