@@ -141,6 +141,45 @@ class KeepsLinkAfterPresettledStoreFault(KeepsLinkAfterPresettledFatal):
         Broker.refuse_delivery(self, link, delivery, error, txn_id)
 
 
+class KeepsLinkAfterPresettledTransactionalFault(Broker):
+    """Drops a refused pre-settled transactional transfer with the link left attached, as if a transaction's
+    fire-and-forget post were no more than a lost message; every other refusal is the reference's."""
+
+    def refuse_delivery(self, link: Link, delivery: Delivery, error: Condition, txn_id: bytes | None = None) -> None:
+        """A settled delivery in a transaction is dropped, nothing more; any other is refused as the reference does."""
+        if delivery.settled and txn_id is not None:
+            delivery.settle()
+            return
+        super().refuse_delivery(link, delivery, error, txn_id)
+
+
+class PartialTakenOnMixedLink(Broker):
+    """Applies the multi-frame rule on links attached with sender settle mode UNSETTLED or SETTLED only: a broker
+    that follows the mapping table's settle-mode column, whose MIXED branch forgot the partial-delivery check."""
+
+    def refuses_multi_frame(self, delivery: Delivery) -> bool:
+        """The reference's rule, except on a link of sender settle mode MIXED (the delivery is taken whole)."""
+        return super().refuses_multi_frame(delivery) and delivery.link.remote_snd_settle_mode != Link.SND_MIXED
+
+
+class PresettledPartialTaken(Broker):
+    """Takes a multi-frame delivery the publisher settled from its first frame: a fire-and-forget fast path that
+    assembles and stores it, where the reference refuses every multi-frame delivery."""
+
+    def refuses_multi_frame(self, delivery: Delivery) -> bool:
+        """The reference's rule, except for a delivery that arrived settled (it is taken whole)."""
+        return super().refuses_multi_frame(delivery) and not delivery.settled
+
+
+class PresettledSkipsTransformer(Broker):
+    """Stores a pre-settled publish without running the node's transformer: a fire-and-forget fast path straight
+    to the store, so a transformer that returns null never refuses it."""
+
+    def transformer_yields_null(self, address: str, delivery: Delivery) -> bool:
+        """The reference's answer, except False for a delivery the publisher settled."""
+        return super().transformer_yields_null(address, delivery) and not delivery.settled
+
+
 class SkipsStarvedConsumer(Router):
     """Routes a message only to consumers that have credit now: a starved consumer never gets its copy."""
 
@@ -327,6 +366,18 @@ UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "not found) on a pre-settled transfer; an ACL refusal closes it", "000 Rejected: Publishing row 2 (sender "
            "settle mode UNSETTLED OR SETTLED; amqp:internal-error and amqp:not-found are fatal: the link is closed)",
            KeepsLinkAfterPresettledStoreFault, scope=("um.rejected.",)),
+    Mutant("keeps-link-after-presettled-transactional-fault", "keeps the link after a fatal error on a pre-settled "
+           "transactional transfer (dropped, no link fate)", "000 Rejected: Publishing row 3 (sender settle mode N/A; "
+           "fatal: the link is closed)", KeepsLinkAfterPresettledTransactionalFault, scope=("um.rejected.",)),
+    Mutant("partial-taken-on-mixed-link", "takes a multi-frame delivery whole on a link of sender settle mode MIXED",
+           "000 Accepted: Publishing row 1 and Rejected: Publishing row 1 (sender settle mode N/A: rejected with "
+           "amqp:not-implemented, fatal)", PartialTakenOnMixedLink, scope=("um.accepted.", "um.rejected.")),
+    Mutant("presettled-partial-taken", "takes a multi-frame delivery whole when the publisher settled it",
+           "000 Accepted: Publishing row 1 and Rejected: Publishing row 1 (sender settle mode N/A: rejected with "
+           "amqp:not-implemented, fatal)", PresettledPartialTaken, scope=("um.accepted.", "um.rejected.")),
+    Mutant("presettled-skips-transformer", "stores a pre-settled publish without running the node's transformer",
+           "000 Accepted: Publishing row 2 (sender settle mode N/A: a null transformer result is rejected with "
+           "amqp:precondition-failed, nothing stored)", PresettledSkipsTransformer, scope=("um.accepted.",)),
     Mutant("router-skips-starved-consumer", "multicasts only to consumers that have credit when the message comes",
            "001 Unsettled, multicast (all outbound deliveries; the router waits for each consumer's final state)",
            SkipsStarvedConsumer, scope=("router.",)),
