@@ -153,6 +153,57 @@ class KeepsLinkAfterPresettledTransactionalFault(Broker):
         super().refuse_delivery(link, delivery, error, txn_id)
 
 
+class PublishesLater(Broker):
+    """The base of the mutants whose asynchronous publish lands late: :meth:`publish_later` stores a message on its
+    node :attr:`LATE_S` after it is called (when the node is still there), in the loop's next pass by then."""
+
+    LATE_S = 0.25
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._retries: list[tuple[float, str, bytes]] = []
+
+    def publish_later(self, address: str, encoded: bytes) -> None:
+        """Store ``encoded`` on the node at ``address`` :attr:`LATE_S` from now."""
+        self._retries.append((time.monotonic() + self.LATE_S, address, encoded))
+
+    def dispatch(self) -> None:
+        """Store the late publishes whose time has come, then dispatch as the reference does."""
+        due, self._retries = split_due(self._retries)
+        for _, address, encoded in due:
+            node = self.live_node(address)
+            if node is not None:
+                node.publish(encoded)
+        super().dispatch()
+
+
+class StoresFailedPublishLater(PublishesLater):
+    """Rejects a publish its store failed (amqp:internal-error) and closes the link as the reference does, but the
+    asynchronous native publish behind it is retried 0.25 s later and succeeds: the rejected message is stored after
+    all (UM's publish is "queued" and "processed" later: Accepted/Publishing rows 3-6)."""
+
+    def publish_error(self, address: str, encoded: bytes = b"") -> Condition | None:
+        """The reference's error; an internal error's publish is retried :attr:`LATE_S` later."""
+        error = super().publish_error(address, encoded)
+        if error is not None and error.name == "amqp:internal-error":
+            self.publish_later(address, encoded)
+        return error
+
+
+class StoresRolledBackPublishLater(PublishesLater):
+    """Stages a transactional publish as the reference does, but its queued native publish still lands 0.25 s after
+    a rollback (the asynchronous TX publish request of Accepted/Publishing row 6 outruns the rollback): the message
+    the rollback discarded is stored after all."""
+
+    def publish_transactional(self, delivery: Delivery, txn_id: bytes, address: str, encoded: bytes) -> None:
+        """The reference's staging, and a rollback action of its own that publishes the message late."""
+        super().publish_transactional(delivery, txn_id, address, encoded)
+        try:
+            self.transactions.stage(txn_id, commit=lambda: None, rollback=lambda: self.publish_later(address, encoded))
+        except UnknownTransaction:  # refused by the reference: nothing was staged
+            pass
+
+
 class PartialTakenOnMixedLink(Broker):
     """Applies the multi-frame rule on links attached with sender settle mode UNSETTLED or SETTLED only: a broker
     that follows the mapping table's settle-mode column, whose MIXED branch forgot the partial-delivery check."""
@@ -228,6 +279,12 @@ def outstanding_of(connection: BrokerConnection, delivery: Delivery) -> Any:
     return consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
 
 
+def split_due(late: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The entries of ``late`` (tuples led by the ``time.monotonic()`` they are due at) due now, and the others."""
+    now = time.monotonic()
+    return [entry for entry in late if entry[0] <= now], [entry for entry in late if entry[0] > now]
+
+
 class RedeliversAckedLater(Broker):
     """Accepts and settles a durable subscriber's ACK, then (the ACK "lost") puts the event back 0.25 s later."""
 
@@ -245,10 +302,9 @@ class RedeliversAckedLater(Broker):
 
     def dispatch(self) -> None:
         """Put back the events whose time has come, then dispatch as the reference does."""
-        now = time.monotonic()
-        for _, subscription, message in [late for late in self._late if late[0] <= now]:
+        due, self._late = split_due(self._late)
+        for _, subscription, message in due:
             subscription.pending.append(message)  # the acknowledged event comes back
-        self._late = [late for late in self._late if late[0] > now]
         super().dispatch()
 
 
@@ -369,6 +425,12 @@ UMROUTER_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("keeps-link-after-presettled-transactional-fault", "keeps the link after a fatal error on a pre-settled "
            "transactional transfer (dropped, no link fate)", "000 Rejected: Publishing row 3 (sender settle mode N/A; "
            "fatal: the link is closed)", KeepsLinkAfterPresettledTransactionalFault, scope=("um.rejected.",)),
+    Mutant("stores-failed-publish-later", "rejects a publish its store failed, then stores it 0.25 s later (the "
+           "asynchronous publish retried)", "000 Rejected: Publishing rows 2 and 3 (amqp:internal-error: the delivery "
+           "is rejected, nothing stored)", StoresFailedPublishLater, scope=("um.rejected.",)),
+    Mutant("stores-rolled-back-publish-later", "stores a transactional publish 0.25 s after its transaction rolled "
+           "back (the queued publish outruns the rollback)", "000 Accepted: Publishing row 6 with AMQP 1.0 4.4.1 (a "
+           "transactional post is discarded on rollback)", StoresRolledBackPublishLater, scope=("um.transactions.",)),
     Mutant("partial-taken-on-mixed-link", "takes a multi-frame delivery whole on a link of sender settle mode MIXED",
            "000 Accepted: Publishing row 1 and Rejected: Publishing row 1 (sender settle mode N/A: rejected with "
            "amqp:not-implemented, fatal)", PartialTakenOnMixedLink, scope=("um.accepted.", "um.rejected.")),
