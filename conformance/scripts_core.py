@@ -79,16 +79,26 @@ def broker_dispositions(peer: ScriptedPeer, since: int, role: str) -> list[dict]
             if f.direction == "in" and f.performative == "disposition" and f.fields.get("role") == role]
 
 
+LARGE_PADDING = 256 * 1024
+"""Bytes of the application property that makes a message large (``publish(large_first=True)``): more than any
+max-frame-size a broker here states (32768 to 131072), so the message goes in several transfer frames both ways,
+and more than ActiveMQ Artemis's amqpMinLargeMessageSize (102400), so Artemis stores and sends it as a large
+message, streamed."""
+
+
 def publish(ctx: CaseContext, peer: ScriptedPeer, session: Any, count: int, size: int = 0,
-            durable: bool = True, name: str | None = None, first: int = 1) -> Frame:
+            durable: bool = True, name: str | None = None, first: int = 1, large_first: bool = False) -> Frame:
     """Set-up: publish m<first>..m<first + count - 1> (``durable`` in their header, with message annotations,
     a message-id ``id-m<n>`` and application-properties of their own; ``size``: bodies of that many bytes instead,
-    :func:`sized_body`) on a link named ``name`` (None: a fresh name) and require each accepted; the link is
-    closed after. Returns the broker's attach of that link."""
+    :func:`sized_body`; ``large_first``: the first also carries an application property ``padding`` of
+    :data:`LARGE_PADDING` bytes, its body unchanged) on a link named ``name`` (None: a fresh name) and require each
+    accepted; the link is closed after. Returns the broker's attach of that link."""
     sender, attach = setup_step("attach publisher", peer.attach_sender, session, ctx.node, name=name)
     for index in range(first, first + count):
         body = f"m{index}" if not size else sized_body(size)
         message = published_message(index, body, durable)
+        if large_first and index == first:
+            message.properties = {**message.properties, "padding": "p" * LARGE_PADDING}
         _, transfer = setup_step(f"publish m{index}", peer.send, sender, None, message=message)
         frame = peer.wait_for_disposition(transfer.fields["delivery-id"], 0, ctx.timeout, role="receiver")
         state = (frame.fields.get("state") or {}).get("@type") if frame else None

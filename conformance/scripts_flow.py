@@ -57,7 +57,7 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     initial = attach.fields.get("initial-delivery-count") or 0
     since = peer.mark()
     if given["messages"]:
-        publish(ctx, peer, session, given["messages"])
+        publish(ctx, peer, session, given["messages"], large_first=given["large_first"])
     peer.pump(timeout=ctx.quiet, on=receiver)
     observed: dict[str, Any] = {"before_credit": delivered_on(peer, handle, since)}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from proton import Delivery, Described, Link, Message, symbol, uint, ulong
 
@@ -182,6 +183,29 @@ class UndeliverableHereOnce(Broker):
         return message
 
 
+class DrainsEarlyAfterLargeMessage(Broker):
+    """Answers a consumer's drain as soon as a large message (102400 bytes or more, ActiveMQ Artemis's
+    amqpMinLargeMessageSize) has gone on its link, as if the queue held no more: what Artemis 2.40.0 does
+    (fixtures/profiles/artemis.toml)."""
+
+    LARGE = 102400
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._after_large: set[Link] = set()
+
+    def send_message(self, link: Link, encoded: bytes) -> None:
+        super().send_message(link, encoded)
+        if link.drain_mode and len(encoded) >= self.LARGE:
+            self._after_large.add(link)
+
+    def take_for(self, consumer: Consumer, excluded: Iterable[int] = ()) -> StoredMessage | None:
+        if consumer.link in self._after_large:
+            self._after_large.discard(consumer.link)
+            return None  # nothing more for now: the drain is answered with the next message still stored
+        return super().take_for(consumer, excluded)
+
+
 class CopiesToEveryConsumer(Broker):
     """Gives each consumer of a queue its own copy of every message, as a topic would."""
 
@@ -315,6 +339,9 @@ CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (
     ("undeliverable-here-once", "keeps an undeliverable-here message off its link for one message only",
      "3.4.5 undeliverable-here: MUST NOT be redelivered to the same link endpoint "
      "(core.outcomes/modified-undeliverable-here, later_on_link)", UndeliverableHereOnce),
+    ("drains-early-after-large-message", "answers a drain right after a large message, the next one still stored",
+     "2.6.7 drain: the delivery-count is advanced only once every available message is sent "
+     "(core.flow/drain-after-a-large-message)", DrainsEarlyAfterLargeMessage),
     ("copies-to-every-consumer", "gives every consumer of a queue its own copy of each message",
      "3.5.3 distribution-mode move: a message goes to one consumer (core.consumers/*)", CopiesToEveryConsumer),
     ("close-answered-with-detach", "answers a link's close with a detach without closed=true",
