@@ -170,20 +170,21 @@ def collect(ctx: CaseContext, peer: ScriptedPeer, receiver: Receiver) -> list[An
     return [body_of(received.message) for received in each_received(ctx, peer, receiver)]
 
 
-def inspect_node(ctx: CaseContext, seen: Callable[[Any], Any]) -> list[Any]:
+def inspect_node(ctx: CaseContext, seen: Callable[[Any], Any], watch: bool = True) -> list[Any]:
     """``seen(received)`` of each message a fresh, non-durable consumer of the case's node receives now (the
     messages still stored); it watches for at least the row's ``watch`` seconds, so a message put back late
-    is seen too."""
-    peer, session = open_session(ctx, "inspector", min_watch=ctx.watch)  # the row's bounded watch, by the clock
+    is seen too (``watch=False``: an inspection a later, watched one of the same case follows)."""
+    min_watch = ctx.watch if watch else 0.0  # the row's bounded watch, by the clock
+    peer, session = open_session(ctx, "inspector", min_watch=min_watch)
     receiver, _ = setup_step("attach inspector", peer.attach_receiver, session, ctx.node, credit=20)
     found = [seen(received) for received in each_received(ctx, peer, receiver)]
     peer.close()
     return found
 
 
-def remaining_on_node(ctx: CaseContext) -> list[Any]:
+def remaining_on_node(ctx: CaseContext, watch: bool = True) -> list[Any]:
     """The bodies of the messages still stored on the case's node (:func:`inspect_node`)."""
-    return inspect_node(ctx, lambda received: body_of(received.message))
+    return inspect_node(ctx, lambda received: body_of(received.message), watch)
 
 
 def send_in_two_frames(ctx: CaseContext, peer: ScriptedPeer, sender: Sender, body: str, tag: bytes, since: int,
