@@ -82,12 +82,16 @@ class ConnectionFrames:
     role: str
     links: ConnectionLinks
     row_link: WireLink | None  # the client's first link of ``role`` (ConnectionLinks.of_role); None if it attached none
-    deliveries: list[list[Frame]]  # the transfers of each delivery the link of ``role`` carried, whatever attached it
-    starts: list[Frame]  # the first transfer of each of those deliveries
+    deliveries: list[list[Frame]]  # the transfers of each delivery the link of ``role`` carried, whatever attached it,
+    # but those its sender aborted (a message's deliveries: the views of index 0, 1, ... are of the messages)
+    starts: list[Frame]  # the first transfer of every delivery it carried, the aborted ones too (each used a credit
+    # and had a tag)
     dispositions: list[Frame]
     errors: list[dict[str, Any]]
     client_errors: list[dict[str, Any]]
     covering: dict[int, list[Frame]]  # each started delivery's id -> the dispositions whose range holds it, in order
+    aborted: list[list[Frame]]  # the transfers of each delivery its sender aborted (a last transfer with aborted set:
+    # AMQP 1.0 2.6.14, the receiver discards what came), in order
 
     @property
     def attach(self) -> Frame | None:
@@ -102,10 +106,12 @@ def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames
     links = connection_links(frames)
     transfers = deliveries(frames, "out" if client_role == "sender" else "in")
     starts = [delivery[0] for delivery in transfers]
+    aborted = [delivery for delivery in transfers if delivery[-1].fields.get("aborted")]
     dispositions = [f for f in frames if f.performative == "disposition"]
-    return ConnectionFrames(frames, client_role, links, links.of_role(client_role), transfers, starts, dispositions,
-                            carried_errors(frames, "in"), carried_errors(frames, "out"),
-                            _covering(starts, dispositions))
+    return ConnectionFrames(frames, client_role, links, links.of_role(client_role),
+                            [delivery for delivery in transfers if not delivery[-1].fields.get("aborted")], starts,
+                            dispositions, carried_errors(frames, "in"), carried_errors(frames, "out"),
+                            _covering(starts, dispositions), aborted)
 
 
 def _covering(starts: list[Frame], dispositions: list[Frame]) -> dict[int, list[Frame]]:
@@ -375,4 +381,5 @@ def views_observed(cell: CellFrames, sent: LinkView, got: LinkView) -> dict[str,
         "link_closes": {role: list(closes) for role, closes in cell.link_closes.items()},
         "unsettled_at_detach": dict(cell.unsettled_at_detach),
         "row_link_beside_first": dict(cell.row_link_beside_first),
+        "receiver_aborts": len(cell.receiving.aborted),
     }

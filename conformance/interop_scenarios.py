@@ -88,7 +88,7 @@ CROSSING = Scenario(
         "provocation": ("none", "report-received", "deny-subscribe", "credit-one-at-a-time",
                         "settle-without-outcome", "settle-after-outcome", "drain-publishers",
                         "close-publisher-connection", "drop-publisher-connection", "end-publisher-session",
-                        "fail-publisher-connection"),
+                        "fail-publisher-connection", "abort-first-delivery"),
         "drip_bytes": int,  # the interposer writes the first N bytes of every chunk from the broker to a client
         # one byte a write, 1 ms apart (peers/relay.py, "Drip"): the clients' reads end inside frames
         "drip_size": int,  # the bytes each of those writes carries (1 by default): with drip_bytes at least a
@@ -157,6 +157,8 @@ CROSSING = Scenario(
         "receiver_drain",  # the row's drain on the wire (conformance/interop_drain.receiver_drain): the credit the
         # receiving client's drain flow gave, the broker's transfers after it and its answering flow's fields
         "receiver_drained",  # what the receiving client's API told of the drain's end: "drained", or its error
+        "receiver_aborts",  # how many deliveries the broker aborted on the receiving client's connection (a last
+        # transfer with aborted set, AMQP 1.0 2.6.14); the observations of the message's deliveries leave them out
         "receiver_credit_renewed",  # how many times the receiving client gave its link credit again once the
         # broker's deliveries had used up what it gave before (conformance/interop_drain.credit_renewals)
         "sender_drain",  # the broker's drain of the sending client's link and the client's answer on the wire

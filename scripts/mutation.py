@@ -71,7 +71,7 @@ ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 # comes: interop.outcomes/credit-one-at-a-time FAILs there (a broker that stops topping up its publishers)
 GRID_PROVOCATIONS = ("credit-one-at-a-time", "settle-without-outcome", "settle-after-outcome", "drain-publishers",
                      "close-publisher-connection", "drop-publisher-connection", "end-publisher-session",
-                     "fail-publisher-connection")
+                     "fail-publisher-connection", "abort-first-delivery")
 GRID_CLIENT = "python-proton"
 GRID_CELLS = "client_mutation_cells.py"  # copied into a client-grid pass's work directory as GRID_TEST
 GRID_TEST = "test_grid_cells.py"

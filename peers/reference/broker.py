@@ -203,6 +203,8 @@ class Broker(UmRules):
         # socket ended without a close (admin provocation)
         self.ends_publisher_sessions: set[str] = set()  # nodes whose publishes are stored, then the publisher's
         # session ended with amqp:internal-error instead of settling (admin provocation)
+        self.aborts_first_delivery: set[str] = set()  # nodes whose next delivery to a consumer is begun and aborted,
+        # its message kept for the link's next credit (admin provocation, once)
 
     def accept(self, peer_name: str) -> BrokerConnection:
         """A new client connection (made by :meth:`new_connection`), now served."""
@@ -508,6 +510,10 @@ class Broker(UmRules):
                     message = self.take_for(consumer, self.undeliverable.get((connection, link.name), ()))
                     if message is None:
                         break
+                    if consumer.node.address in self.aborts_first_delivery:  # the admin's abort-first-delivery
+                        self.aborts_first_delivery.discard(consumer.node.address)
+                        self.abort_delivery(connection, consumer, message)
+                        continue
                     delivery = link.delivery(self.delivery_tag(consumer.node, message))
                     self.send_message(link, message.encoded)
                     link.advance()
@@ -518,6 +524,20 @@ class Broker(UmRules):
                         consumer.outstanding[delivery_tag(delivery)] = Outstanding(consumer.node, consumer.subscription,
                                                                          message)
                 self.finish_drain(link)
+
+    def abort_delivery(self, connection: BrokerConnection, consumer: Consumer, message: StoredMessage) -> None:
+        """Begin a delivery of ``message`` on ``consumer``'s link and abort it (the admin's abort-first-delivery, the
+        client grid): its first half goes in a transfer that says more, then a transfer with aborted set ends the
+        delivery (AMQP 1.0 2.6.14, 2.7.5: the receiver discards what came; 004 pn_delivery_aborted: the delivery
+        consumed a credit, as a whole one would). The message goes back on its subscription, first in line, for
+        the link's next credit. Its tag is the message's own with ``/aborted`` after it (2.6.12: the aborted delivery
+        is settled, yet a tag of its own keeps the two deliveries apart in any client's bookkeeping)."""
+        link = consumer.link
+        delivery = link.delivery(self.delivery_tag(consumer.node, message) + b"/aborted")
+        link.send(message.encoded[:max(1, len(message.encoded) // 2)])
+        connection.take_output()  # proton writes the begun delivery's transfer (more) before the abort
+        delivery.abort()  # settles it, uses the credit and moves the delivery-count on; the next transfer says aborted
+        consumer.subscription.requeue(message.eid)
 
     def due_in(self) -> float | None:
         """Seconds until the broker next acts by time rather than on input (None: it never does, as the reference

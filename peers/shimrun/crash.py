@@ -11,7 +11,11 @@ Each shim that can tell declares, in its ``shim.toml``, a ``crash`` table (the r
 - ``stack``: the format its runtime prints an uncaught failure in: ``"python"`` (a traceback, innermost frame
   last), ``"go"`` (a panic, the panicking goroutine's frames innermost first) or ``"native"`` (a C or C++ shim's
   signal handler: a line ending ``SIGABRT: native stack of the crashing thread (innermost first):``, then
-  glibc's ``backtrace_symbols_fd`` lines, ``object(symbol+0xoffset)[0xaddress]``, innermost first);
+  glibc's ``backtrace_symbols_fd`` lines, ``object(symbol+0xoffset)[0xaddress]``, innermost first; or, for a C++
+  exception that ended the library's loop, the line ``exception: thrown by the library's own loop, no shim frame
+  on the way: TYPE: WHAT``, which the shim writes only when no exception ever left its own code the loop ran:
+  its callbacks and scheduled work each mark their frame, so one the shim threw, or a library call of the shim's
+  threw through, is never told as the library's);
 - ``library``: fragments of a frame's file (Python), function (Go) or object path (native) that mark the
   library's own code;
 - ``loop_entries``: (Python) the shim's own source lines that only hand control to the library's loop, such as
@@ -35,6 +39,8 @@ _PY_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<
 _GO_GOROUTINE = re.compile(r"^goroutine \d+ \[[^\]]*\]:$")
 _GO_ARGUMENTS = re.compile(r"\([^()]*\)$")  # a Go frame's argument words: pkg.(*T).m(0xc000010000, 0x1)
 _GO_LOCATION = re.compile(r"^\t(?P<file>\S+?):(?P<line>\d+)(?: \+0x[0-9a-f]+)?$")
+# a C++ exception that ended the library's loop, none having left the shim's own code (shim.cpp's ShimFrame)
+NATIVE_THROWN = re.compile(r"exception: thrown by the library's own loop, no shim frame on the way: (?P<error>.+)$")
 NATIVE_MARKER = re.compile(r"(?P<signal>\bSIG[A-Z]+): native stack of the crashing thread \(innermost first\):$")
 _NATIVE_FRAME = re.compile(  # backtrace_symbols: ./shim(_Z1fv+0x1d)[0x55d0c0a01b2d], /lib/libc.so.6(+0x3c050) [0x7f..]
     r"^(?P<object>[^()\[\]]*)(?:\((?P<symbol>[^()+]*)(?:\+(?P<offset>0x[0-9a-f]+))?\))? ?\[0x[0-9a-f]+\]$")
@@ -148,6 +154,10 @@ def _go(stderr: str, rule: CrashRule) -> LibraryCrash | None:
 
 def _native(stderr: str, rule: CrashRule) -> LibraryCrash | None:
     lines = stderr.splitlines()
+    thrown = next((found for line in reversed(lines) if (found := NATIVE_THROWN.search(line))), None)
+    if thrown is not None:  # no stack to read: the shim vouches that no frame of its own was on the way
+        return LibraryCrash(thrown["error"], "the library's loop, run by " + ", ".join(rule.loop_entries) +
+                            " (a C++ exception: no stack)")
     markers = [(i, marker) for i, line in enumerate(lines) if (marker := NATIVE_MARKER.search(line))]
     if not markers:
         return None

@@ -206,6 +206,28 @@ def test_a_native_abort_without_the_stack_is_left_to_the_harness():
     assert library_crash(PROTON_CPP_OWN.replace("native stack of", "stack of"), PROTON_CPP) is None
 
 
+# what shim.cpp writes when an exception ended container::run() and none had left its own code (ShimFrame), then
+# the line it writes for every exception that ends the loop
+CPP_THROWN = ("proton-cpp shim: exception: thrown by the library's own loop, no shim frame on the way: "
+              "N6proton5errorE: receiver read failure\n"
+              "proton-cpp shim: container.run() ended: N6proton5errorE: receiver read failure\n")
+
+
+def test_a_cpp_exception_the_library_threw_in_its_own_loop_is_its_own_crash():
+    """The shim vouches that no exception left its code (its ShimFrame marks): proton's own loop threw, as 0.37's
+    adapter does decoding an aborted delivery (interop.outcomes/credit-issued-again-after-an-abort)."""
+    crash = library_crash(CPP_THROWN, PROTON_CPP)
+    assert crash is not None and crash.error == "N6proton5errorE: receiver read failure"
+    assert crash.frame == ("the library's loop, run by _Z16container_threadRN6proton9containerE "
+                           "(a C++ exception: no stack)")
+
+
+def test_a_cpp_exception_without_the_shims_word_for_it_is_left_to_the_harness():
+    """An exception that left a shim callback (or a library call a callback made) ends the loop with the plain line
+    only: the shim's exit, the harness's ERROR."""
+    assert library_crash(CPP_THROWN.splitlines()[1] + "\n", PROTON_CPP) is None
+
+
 @pytest.mark.parametrize("table", [
     {"stack": "java", "library": ["org.apache.qpid"]},
     {"stack": "python", "library": []},
