@@ -10,7 +10,10 @@
 // A crash (an abort, such as a failed assertion, or a fault) writes the crashing thread's native stack to
 // stderr after a marker line, so that peers/shimrun/crash.py ("native") can tell proton's own crash in its
 // loop (no shim frame between container_thread and the crash) from the shim's; the Makefile links with
-// -rdynamic so the shim's frames carry their names.
+// -rdynamic so the shim's frames carry their names. An exception that ends container::run() is proton's own
+// (its loop threw with no shim frame on the way, as 0.37's adapter does decoding an aborted delivery) only when
+// none ever left shim code the container ran: each callback and each piece of scheduled work starts with a
+// ShimFrame, which notes an exception unwinding through it; the shim then writes crash.py's marker for it.
 
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
@@ -45,6 +48,7 @@
 #include <deque>
 #include <functional>
 #include <iostream>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -57,6 +61,16 @@ using json = nlohmann::json;
 namespace {
 
 const char* const CLIENT = "proton-cpp";
+
+// Whether an exception ever left shim code the container ran (a ShimFrame saw it unwind): then one that ends
+// container::run() may be the shim's, and is reported as the shim's exit, never as proton's own.
+std::atomic<bool> shim_threw{false};
+
+// The first statement of every messaging_handler callback and every piece of work the shim schedules.
+struct ShimFrame {
+    int uncaught = std::uncaught_exceptions();
+    ~ShimFrame() { if (std::uncaught_exceptions() > uncaught) shim_threw = true; }
+};
 const char* const LIBRARY = "libqpid-proton-cpp12-dev";
 
 // ---- output: one JSON object a line, replies signal the waiting stdin thread --------------------------
@@ -220,6 +234,7 @@ class Shim : public proton::messaging_handler {
     // connection's own context, through its work_queue (changes made elsewhere are not written out until
     // the connection wakes).
     void command(const json& c) {
+        ShimFrame frame;
         p_ = Pending();
         p_.active = true;
         p_.id = c.value("id", json(nullptr));
@@ -227,7 +242,7 @@ class Shim : public proton::messaging_handler {
         p_.gen = ++gen_;
         p_.timeout_ms = c.contains("timeout_ms") && c["timeout_ms"].is_number() ? c["timeout_ms"].get<int>() : 10000;
         uint64_t gen = p_.gen;
-        in_connection([this, c, gen]() { execute(c, gen); });
+        in_connection([this, c, gen]() { ShimFrame frame; execute(c, gen); });
     }
 
   private:
@@ -253,7 +268,8 @@ class Shim : public proton::messaging_handler {
         }
         if (p_.active && p_.gen == gen) {
             cont_->schedule(proton::duration(p_.timeout_ms), [this, gen]() {
-                in_connection([this, gen]() { if (p_.active && p_.gen == gen) timed_out(); });
+                ShimFrame frame;
+                in_connection([this, gen]() { ShimFrame frame; if (p_.active && p_.gen == gen) timed_out(); });
             });
         }
     }
@@ -262,6 +278,7 @@ class Shim : public proton::messaging_handler {
     // ---- connection ----
 
     void on_connection_open(proton::connection& c) override {
+        ShimFrame frame;
         if (c != conn_) return;
         if (pending("connect")) {
             ok({{"remote_container", c.container_id()}});
@@ -269,6 +286,7 @@ class Shim : public proton::messaging_handler {
     }
 
     void on_connection_error(proton::connection& c) override {
+        ShimFrame frame;
         if (c != conn_) return;
         conn_error_ = c.error();
         if (p_.active && p_.op != "close" && p_.op != "_shutdown") {
@@ -279,6 +297,7 @@ class Shim : public proton::messaging_handler {
     }
 
     void on_connection_close(proton::connection& c) override {
+        ShimFrame frame;
         if (c != conn_) return;
         if (!conn_error_.empty()) return;       // on_connection_error told it
         if (p_.active && p_.op != "close" && p_.op != "_shutdown") {
@@ -290,6 +309,7 @@ class Shim : public proton::messaging_handler {
     }
 
     void on_transport_error(proton::transport& t) override {
+        ShimFrame frame;
         if (t.connection() != conn_) return;
         proton::error_condition e = t.error();
         std::string what = "on_transport_error: " + e.what();
@@ -304,6 +324,7 @@ class Shim : public proton::messaging_handler {
     }
 
     void on_transport_close(proton::transport& t) override {
+        ShimFrame frame;
         if (t.connection() != conn_) return;
         conn_ = proton::connection();
         links_.clear();
@@ -322,12 +343,14 @@ class Shim : public proton::messaging_handler {
     // ---- sessions (the default session of the connection) ----
 
     void on_session_error(proton::session& s) override {
+        ShimFrame frame;
         if (s.connection() != conn_) return;
         if (p_.active && p_.op != "close" && p_.op != "_shutdown") fail(amqp_err("session", s.error()));
         else if (!p_.active) event_error("session", "", s.error(), "on_session_error");
     }
 
     void on_session_close(proton::session& s) override {
+        ShimFrame frame;
         if (s.connection() != conn_ || !s.error().empty()) return;
         if (p_.active && p_.op != "close" && p_.op != "_shutdown") {
             fail(amqp_err("session", proton::error_condition()));
@@ -339,16 +362,17 @@ class Shim : public proton::messaging_handler {
 
     // ---- links ----
 
-    void on_sender_open(proton::sender& s) override { link_opened(find(s), "on_sender_open"); }
-    void on_receiver_open(proton::receiver& r) override { link_opened(find(r), "on_receiver_open"); }
-    void on_sender_error(proton::sender& s) override { link_error(find(s), "on_sender_error"); }
-    void on_receiver_error(proton::receiver& r) override { link_error(find(r), "on_receiver_error"); }
-    void on_sender_close(proton::sender& s) override { link_ended(find(s), true, "on_sender_close"); }
-    void on_receiver_close(proton::receiver& r) override { link_ended(find(r), true, "on_receiver_close"); }
-    void on_sender_detach(proton::sender& s) override { link_ended(find(s), false, "on_sender_detach"); }
-    void on_receiver_detach(proton::receiver& r) override { link_ended(find(r), false, "on_receiver_detach"); }
+    void on_sender_open(proton::sender& s) override { ShimFrame frame; link_opened(find(s), "on_sender_open"); }
+    void on_receiver_open(proton::receiver& r) override { ShimFrame frame; link_opened(find(r), "on_receiver_open"); }
+    void on_sender_error(proton::sender& s) override { ShimFrame frame; link_error(find(s), "on_sender_error"); }
+    void on_receiver_error(proton::receiver& r) override { ShimFrame frame; link_error(find(r), "on_receiver_error"); }
+    void on_sender_close(proton::sender& s) override { ShimFrame frame; link_ended(find(s), true, "on_sender_close"); }
+    void on_receiver_close(proton::receiver& r) override { ShimFrame frame; link_ended(find(r), true, "on_receiver_close"); }
+    void on_sender_detach(proton::sender& s) override { ShimFrame frame; link_ended(find(s), false, "on_sender_detach"); }
+    void on_receiver_detach(proton::receiver& r) override { ShimFrame frame; link_ended(find(r), false, "on_receiver_detach"); }
 
     void on_sendable(proton::sender& s) override {
+        ShimFrame frame;
         Link* L = find(s);
         if (L && pending("send") && p_.link == L->name) pump(*L);
     }
@@ -357,6 +381,7 @@ class Shim : public proton::messaging_handler {
     // API asks an application with nothing to send (sender::return_credit(): proton moves the delivery-count
     // through the credit left and writes the flow that says so).
     void on_sender_drain_start(proton::sender& s) override {
+        ShimFrame frame;
         Link* L = find(s);
         if (!L) return;
         write_line({{"event", "drain-requested"}, {"link", L->name}, {"api", "on_sender_drain_start"}});
@@ -365,11 +390,12 @@ class Shim : public proton::messaging_handler {
 
     // ---- deliveries ----
 
-    void on_tracker_accept(proton::tracker& t) override { tracker_state(t, "on_tracker_accept"); }
-    void on_tracker_reject(proton::tracker& t) override { tracker_state(t, "on_tracker_reject"); }
-    void on_tracker_release(proton::tracker& t) override { tracker_state(t, "on_tracker_release"); }
+    void on_tracker_accept(proton::tracker& t) override { ShimFrame frame; tracker_state(t, "on_tracker_accept"); }
+    void on_tracker_reject(proton::tracker& t) override { ShimFrame frame; tracker_state(t, "on_tracker_reject"); }
+    void on_tracker_release(proton::tracker& t) override { ShimFrame frame; tracker_state(t, "on_tracker_release"); }
 
     void on_tracker_settle(proton::tracker& t) override {
+        ShimFrame frame;
         Link* L = find(t.sender());
         Sent* rec = L ? find_sent(*L, t) : nullptr;
         if (!rec) { t.settle(); return; }
@@ -385,6 +411,7 @@ class Shim : public proton::messaging_handler {
     // The drain asked by do_drain ended: proton's adapter calls this once the link's credit is 0 while it drains
     // (the broker's flow, or a transfer that used the last credit), after it cleared the link's drain flag.
     void on_receiver_drain_finish(proton::receiver& r) override {
+        ShimFrame frame;
         Link* L = find(r);
         if (L && pending("drain") && p_.link == L->name) ok({{"api", "on_receiver_drain_finish"}, {"credit", r.credit()}});
         else diag("on_receiver_drain_finish with no drain waiting for it" + std::string(L ? " (link '" + L->name + "')" : ""));
@@ -393,6 +420,7 @@ class Shim : public proton::messaging_handler {
     // With no receive waiting (a drain under way, or none) the message stays with the library: not accepted, not
     // settled; a later receive of its link takes it first.
     void on_message(proton::delivery& d, proton::message& m) override {
+        ShimFrame frame;
         Link* L = find(d.receiver());
         if (!L) { diag("a message on an unknown link; left unsettled"); return; }
         Arrival a{d, body_json(m.body()), hex(d.tag()), d.settled(), m.delivery_count(), m.first_acquirer()};
@@ -405,6 +433,7 @@ class Shim : public proton::messaging_handler {
     }
 
     void on_error(const proton::error_condition& c) override {
+        ShimFrame frame;
         diag("on_error: " + c.what());
     }
 
@@ -824,6 +853,10 @@ class Shim : public proton::messaging_handler {
     try {
         container.run();
     } catch (const std::exception& e) {
+        if (!shim_threw) {  // proton's own loop threw: crash.py's marker, then what it threw (shimrun/crash.py)
+            diag("exception: thrown by the library's own loop, no shim frame on the way: " +
+                 exception_text(e));
+        }
         diag("container.run() ended: " + exception_text(e));
         std::_Exit(3);
     }

@@ -405,6 +405,18 @@ class ShimHandler(MessagingHandler):
         state.last_told_by = "on_message"
         self.progress()
 
+    def on_aborted(self, event: Any) -> None:
+        """The broker aborted a delivery (AMQP 1.0 2.6.14): proton discards it and settles it after this callback,
+        which uses the credit it came on (004 pn_delivery_aborted). A receive still waiting on the link issues that
+        credit again with ``Receiver.flow(1)``, as 004 says ("use pn_link_flow() to issue new credit as for a
+        successful delivery"): the message it waits for is still to come."""
+        state = getattr(event.link, "shim_state", None)
+        if state is None or not self.is_live(event.connection):
+            return
+        if any(isinstance(op, ReceiveOp) and op.state is state for op in self.pending):
+            event.link.flow(1)
+            state.last_told_by = "on_aborted"
+
     # -- what proton tells the shim: endpoints ----------------------------------------------------------
 
     def on_connection_opened(self, event: Any) -> None:
