@@ -39,6 +39,7 @@
 #include <execinfo.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -48,7 +49,6 @@
 #include <deque>
 #include <functional>
 #include <iostream>
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -61,6 +61,7 @@ using json = nlohmann::json;
 namespace {
 
 const char* const CLIENT = "proton-cpp";
+const char* const LIBRARY = "libqpid-proton-cpp12-dev";
 
 // Whether an exception ever left shim code the container ran (a ShimFrame saw it unwind): then one that ends
 // container::run() may be the shim's, and is reported as the shim's exit, never as proton's own.
@@ -71,7 +72,6 @@ struct ShimFrame {
     int uncaught = std::uncaught_exceptions();
     ~ShimFrame() { if (std::uncaught_exceptions() > uncaught) shim_threw = true; }
 };
-const char* const LIBRARY = "libqpid-proton-cpp12-dev";
 
 // ---- output: one JSON object a line, replies signal the waiting stdin thread --------------------------
 
