@@ -106,11 +106,13 @@ def connection_frames(frames: list[Frame], client_role: str) -> ConnectionFrames
     links = connection_links(frames)
     transfers = deliveries(frames, "out" if client_role == "sender" else "in")
     starts = [delivery[0] for delivery in transfers]
-    aborted = [delivery for delivery in transfers if delivery[-1].fields.get("aborted")]
+    whole: list[list[Frame]] = []
+    aborted: list[list[Frame]] = []
+    for delivery in transfers:  # a delivery whose last transfer says aborted was no delivery of a message (2.6.14)
+        (aborted if delivery[-1].fields.get("aborted") else whole).append(delivery)
     dispositions = [f for f in frames if f.performative == "disposition"]
-    return ConnectionFrames(frames, client_role, links, links.of_role(client_role),
-                            [delivery for delivery in transfers if not delivery[-1].fields.get("aborted")], starts,
-                            dispositions, carried_errors(frames, "in"), carried_errors(frames, "out"),
+    return ConnectionFrames(frames, client_role, links, links.of_role(client_role), whole, starts, dispositions,
+                            carried_errors(frames, "in"), carried_errors(frames, "out"),
                             _covering(starts, dispositions), aborted)
 
 
