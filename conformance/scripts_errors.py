@@ -432,7 +432,8 @@ def _probe_answered(ctx: CaseContext, peer: Any, probed: int, probe: int) -> boo
     """Whether the broker answers our probe's begin on channel ``probe`` (written at ``probed``). The begin waits
     behind whatever the broker has still to read of the row's frames (tens of thousands of transfers, in the
     credit rows), so the wait is the time-out from the broker's last frame, not from the probe: while its frames
-    keep coming it is working, not stuck (up to :data:`PROBE_PATIENCE` time-outs in all)."""
+    keep coming it is working, not stuck (up to :data:`PROBE_PATIENCE` time-outs in all); and no time-out runs out
+    while a broker on this host is still reading the frames before the begin, or the begin (peers/backlog.py)."""
     deadline = time.monotonic() + PROBE_PATIENCE * ctx.timeout
 
     def answered() -> bool:

@@ -23,6 +23,7 @@ from proton import SASL, Delivery, Link, Message, Receiver, Sender, Session, Ter
 
 from . import recvtime
 from .address import BrokerAddress
+from .backlog import Reading
 from .ended import ANY_SESSION, nothing_more
 from .engine import CapturingEngine, delivery_tag
 from .frames import Frame, FrameSplitter, FramingError, first_frame, frames_text, render
@@ -240,6 +241,8 @@ class ScriptedPeer:
         (unless ``until()`` comes true), whatever ``timeout`` says. Raises :class:`PeerError` if the socket
         fails; a closed connection ends the wait early (returns ``until()``'s value then), and so does a
         broker that says it is idle (:mod:`.idle`: nothing more can arrive; :attr:`went_idle` is then True).
+        The time-out does not run out while a broker on this host is still reading what we wrote (:mod:`.backlog`:
+        the wait goes on while it reads, up to :data:`.backlog.READING_PATIENCE` time-outs).
         ``on`` names where the awaited frame must come from (a link, a session or :data:`.ended.ANY_SESSION`):
         once the broker has ended that session or detached that link, nothing awaited can come and the wait
         ends (:mod:`.ended`; :attr:`cut_short` then says why). The bounded watch is never cut short.
@@ -248,7 +251,8 @@ class ScriptedPeer:
             raise PeerError("the peer is not connected")
         clock = OwnClock()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
         floor = clock.started + self.min_watch
-        budget = max(self.timeout if timeout is None else timeout, self.min_watch)
+        base = budget = max(self.timeout if timeout is None else timeout, self.min_watch)
+        reading = Reading()
         self.went_idle = False
         self.cut_short = None
         while True:
@@ -259,6 +263,10 @@ class ScriptedPeer:
             if until is not None and until():
                 return True
             remaining = budget - clock.elapsed()
+            if remaining <= 0 and not self._eof:
+                more = reading.more_time(self._sock, base, clock.elapsed())
+                if more:
+                    budget, remaining = clock.elapsed() + more, more
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
             if on is not None and time.monotonic() >= floor:
@@ -288,6 +296,7 @@ class ScriptedPeer:
                 sent = self._sock.send(view)
                 self.wire.written += sent
                 view = view[sent:]
+                deadline = time.monotonic() + self.timeout  # "stopped reading": a time-out with nothing taken
             except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 if time.monotonic() > deadline:
                     raise PeerError("the broker stopped reading: a write did not complete in time") from None

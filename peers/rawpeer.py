@@ -17,6 +17,7 @@ from typing import Any
 
 from . import recvtime
 from .address import BrokerAddress
+from .backlog import Reading
 from .frames import Frame, FrameSplitter, FramingError, redact_frame
 from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, ensure_writable, wait_readable, watch_socket
 from .recvtime import recv_stamped
@@ -144,13 +145,19 @@ class RawSocket:
         self.wire.written += len(data)
 
     def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
-        """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``."""
-        budget = self.timeout if timeout is None else timeout
+        """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``. The
+        time-out does not run out while a broker on this host is still reading what we wrote (:mod:`.backlog`)."""
+        base = budget = self.timeout if timeout is None else timeout
         clock = OwnClock()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
+        reading = Reading()  # the time-out does not run out while the broker still reads our bytes (.backlog)
         while self._sock is not None:
             if until is not None and until():
                 return True
             remaining = budget - clock.elapsed()
+            if remaining <= 0 and not self.eof:
+                more = reading.more_time(self._sock, base, clock.elapsed())
+                if more:
+                    budget, remaining = clock.elapsed() + more, more
             if remaining <= 0 or self.eof:
                 break
             readiness = wait_readable(self._sock, self._watch, remaining)
