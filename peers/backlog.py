@@ -28,6 +28,9 @@ from typing import NamedTuple
 
 TABLES = {socket.AF_INET: "/proc/net/tcp", socket.AF_INET6: "/proc/net/tcp6"}
 LOOK_FLOOR = 0.5  # seconds at least from one look to the next (a starved broker reads in bursts)
+# a wait shorter than this is a poll (``pump(timeout=0)`` moves the bytes that are there): never extended, never
+# looked at (a look reads the host's socket table, some 3 ms)
+SHORTEST_WAIT = 0.1
 READING_PATIENCE = 10  # the longest a wait goes on while the broker reads, in its own time-outs
 # a broker that read nothing over this many looks has stopped reading (RabbitMQ's node at 5 % of a core held 1.6 MB
 # unread for 0.5 s, as its flow control held its reader back, then read it all within the next 0.5 s)
@@ -113,8 +116,9 @@ class Reading:
         """Seconds more a wait on ``sock`` whose time-out (``base`` seconds) has come should last, having lasted
         ``waited``: 0 to end it now. While the broker reads (:meth:`goes_on`), ``base`` more, or
         :data:`LOOK_FLOOR` if that is longer (then the next look decides); never past :data:`READING_PATIENCE`
-        time-outs in all, or that many floors for a short wait."""
-        if waited >= READING_PATIENCE * max(base, LOOK_FLOOR):
+        time-outs in all, or that many floors for a short wait. A poll (``base`` under :data:`SHORTEST_WAIT`)
+        ends at once."""
+        if base < SHORTEST_WAIT or waited >= READING_PATIENCE * max(base, LOOK_FLOOR):
             return 0.0
         if not self.goes_on(unread_bytes(sock)):
             return 0.0

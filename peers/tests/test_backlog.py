@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from amqp_conformance.peers import backlog
 from amqp_conformance.peers.address import BrokerAddress
-from amqp_conformance.peers.backlog import LOOK_FLOOR, READING_PATIENCE, STALL_LOOKS, Reading, Unread, unread_bytes
+from amqp_conformance.peers.backlog import Reading, Unread, unread_bytes
 from amqp_conformance.peers.peer import PeerError, ScriptedPeer
 from amqp_conformance.peers.rawpeer import RawSocket
 
@@ -92,8 +93,17 @@ def test_more_time_is_a_time_out_or_the_floor_never_past_the_patience(monkeypatc
     reading = Reading()
     assert reading.more_time(None, 2.0, 2.0) == 2.0
     assert reading.more_time(None, 2.0, 4.0) == 2.0
-    assert reading.more_time(None, 0.3, 0.3) == LOOK_FLOOR  # a short wait's next look: not before the floor
-    assert reading.more_time(None, 2.0, READING_PATIENCE * 2.0) == 0.0
+    assert reading.more_time(None, 0.3, 0.3) == backlog.LOOK_FLOOR  # a short wait's next look: not before the floor
+    assert reading.more_time(None, 2.0, backlog.READING_PATIENCE * 2.0) == 0.0
+
+
+def test_a_poll_is_never_extended_nor_looked_at(monkeypatch):
+    def looked(sock):
+        raise AssertionError("a poll read the socket table")
+
+    monkeypatch.setattr("amqp_conformance.peers.backlog.unread_bytes", looked)
+    assert Reading().more_time(None, 0.0, 0.0) == 0.0
+    assert Reading().more_time(None, backlog.SHORTEST_WAIT / 2, backlog.SHORTEST_WAIT / 2) == 0.0
 
 
 def _raw(port: int) -> RawSocket:
@@ -129,7 +139,7 @@ def test_a_wait_ends_by_its_time_out_when_the_broker_stopped_reading(make):
         peer.send_raw(b"\x00" * 100_000)
         started = time.monotonic()
         assert not peer.pump(lambda: peer.eof, TIMEOUT)
-        assert time.monotonic() - started < TIMEOUT + STALL_LOOKS * LOOK_FLOOR + 0.3
+        assert time.monotonic() - started < TIMEOUT + backlog.STALL_LOOKS * backlog.LOOK_FLOOR + 0.3
         peer.close(graceful=False)
 
 
