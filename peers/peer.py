@@ -289,22 +289,11 @@ class ScriptedPeer:
 
     def _write(self, data: bytes) -> None:
         assert self._sock is not None
-        view = memoryview(data)
-        deadline = time.monotonic() + self.timeout
-        while view:
-            try:
-                sent = self._sock.send(view)
-                self.wire.written += sent
-                view = view[sent:]
-                deadline = time.monotonic() + self.timeout  # "stopped reading": a time-out with nothing taken
-            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-                if time.monotonic() > deadline:
-                    raise PeerError("the broker stopped reading: a write did not complete in time") from None
-                with waiting():
-                    select.select([], [self._sock], [], 0.05)
-            except OSError as exc:
-                self._eof = True
-                raise PeerError(f"write to broker failed: {exc}") from None
+        try:
+            write_all(self._sock, data, self.timeout, self.wire)
+        except OSError as exc:
+            self._eof = True
+            raise PeerError(f"write to broker failed: {exc}") from None
 
     def _read(self) -> None:
         assert self._sock is not None
@@ -526,8 +515,11 @@ class ScriptedPeer:
     def broker_max_frame_size(self) -> int | None:
         """The max-frame-size the broker's open states: the largest frame proton writes to it (AMQP 1.0 2.7.1); None
         where its open states none (no limit) or has not come."""
-        broker_open = first_frame(self.engine.frames, "open", "in")
+        broker_open = self._broker_open()
         return None if broker_open is None else broker_open.fields.get("max-frame-size")
+
+    def _broker_open(self) -> Frame | None:
+        return first_frame(self.engine.frames, "open", "in")
 
     def give(self, sender: Sender, data: bytes) -> None:
         """Give ``data`` to ``sender``'s current delivery, to go out in transfers proton writes.
@@ -538,8 +530,8 @@ class ScriptedPeer:
         :data:`UNSTATED_LIMIT_PIECE` bytes at a time, having proton write each piece but the last (``more`` set)
         before the next (2.6.14: how a message is split is the sender's choice). Where the session window holds
         them back, proton writes what it holds once the window opens."""
-        broker_open = first_frame(self.engine.frames, "open", "in")
-        if broker_open is None or self.broker_max_frame_size() is not None:
+        broker_open = self._broker_open()
+        if broker_open is None or broker_open.fields.get("max-frame-size") is not None:
             sender.send(data)
             return
         pieces = [data[start:start + UNSTATED_LIMIT_PIECE] for start in range(0, len(data), UNSTATED_LIMIT_PIECE)]
@@ -596,6 +588,29 @@ class ScriptedPeer:
 
 
 IDLE_POLL_S = 0.002  # how often a peer with an idle probe asks again while the broker is busy
+
+
+def write_all(sock: socket.socket, data: bytes, timeout: float, wire: WireCount) -> None:
+    """Write all of ``data`` to the non-blocking ``sock``, counting what goes in ``wire``; raises
+    :class:`PeerError` ("the broker stopped reading") once ``timeout`` passes with nothing taken (a slow reader is
+    not a stopped one: the time-out runs from the last byte taken), and lets the socket's own ``OSError`` out.
+
+    It tries a send every 50 ms rather than wait for the socket to be writable: the kernel calls a socket
+    writable only once half its queue has gone, which a slow reader takes seconds over, while a send takes what
+    room there is at once."""
+    view = memoryview(data)
+    deadline = time.monotonic() + timeout
+    while view:
+        try:
+            sent = sock.send(view)
+            wire.written += sent
+            view = view[sent:]
+            deadline = time.monotonic() + timeout
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            if time.monotonic() > deadline:
+                raise PeerError("the broker stopped reading: a write did not complete in time") from None
+            with waiting():
+                select.select([], [sock], [], 0.05)
 
 
 def watch_socket(sock: socket.socket, address: BrokerAddress) -> tuple[WireCount, Watch | None]:

@@ -19,7 +19,16 @@ from . import recvtime
 from .address import BrokerAddress
 from .backlog import Reading
 from .frames import Frame, FrameSplitter, FramingError, redact_frame
-from .peer import READ_SIZE, BrokerUnreachable, PeerError, ScriptedPeer, ensure_writable, wait_readable, watch_socket
+from .peer import (
+    READ_SIZE,
+    BrokerUnreachable,
+    PeerError,
+    ScriptedPeer,
+    ensure_writable,
+    wait_readable,
+    watch_socket,
+    write_all,
+)
 from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
 from .turns import OwnClock, shared
@@ -135,14 +144,9 @@ class RawSocket:
             self._out = FrameSplitter("out")
         self.frames.extend(redact_frame(frame) for frame in frames)  # a raw sasl-init's password never kept
         try:
-            self._sock.settimeout(self.timeout)  # blocking with a time-out: a partial write is finished, not repeated
-            self._sock.sendall(data)
+            write_all(self._sock, data, self.timeout, self.wire)  # a partial write is finished, not repeated
         except OSError as exc:
             raise PeerError(f"write to broker failed: {exc}") from None
-        finally:
-            if self._sock is not None:
-                self._sock.setblocking(False)
-        self.wire.written += len(data)
 
     def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``. The

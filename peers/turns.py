@@ -49,6 +49,11 @@ class FairLock:
             self._waiters.append(handed)
         handed.wait()  # release() handed the lock over: it never became free in between
 
+    def queued(self) -> int:
+        """How many threads are waiting for the lock now."""
+        with self._guard:
+            return len(self._waiters)
+
     def release(self) -> None:
         """Let go: the longest waiter holds the lock now, or it is free when none waits."""
         with self._guard:
@@ -94,6 +99,10 @@ class Turns:
             self._lock.acquire()
             self._mine.held = True
             self._mine.waited = self.waited_s() + time.monotonic() - asked
+
+    def queued(self) -> int:
+        """How many case threads are waiting for a turn now."""
+        return self._lock.queued()
 
     def waited_s(self) -> float:
         """Seconds this thread has spent so far waiting to get its turn back after a wait (0.0 for a thread

@@ -143,18 +143,21 @@ def test_a_wait_ends_by_its_time_out_when_the_broker_stopped_reading(make):
         peer.close(graceful=False)
 
 
-def test_a_write_fails_only_after_a_time_out_with_nothing_taken():
+@pytest.mark.parametrize("make", PEERS.values(), ids=list(PEERS))
+def test_a_write_fails_only_after_a_time_out_with_nothing_taken(make):
     """8 MB to a server with a small receive buffer that reads 256 KiB every 50 ms: the write takes more than
-    its 0.4 s time-out in all but the server keeps taking bytes, so it completes (before, PeerError)."""
+    its 0.4 s time-out in all but the server keeps taking bytes, so it completes (before, PeerError); to a server
+    that never reads, it fails once a time-out passes with nothing taken."""
     size = 8 << 20
     with slow_reader(262144, 0.05, size, rcvbuf=65536) as port:
-        peer = _scripted(port)
+        peer = make(port)
         started = time.monotonic()
         peer.send_raw(b"\x00" * size)
         assert time.monotonic() - started > TIMEOUT, "the write did not have to wait: the test proves nothing"
+        assert peer.wire.written >= size
         peer.close(graceful=False)
     with slow_reader(0, 0.05, None, rcvbuf=65536) as port:
-        peer = _scripted(port)
+        peer = make(port)
         with pytest.raises(PeerError, match="stopped reading"):
             peer.send_raw(b"\x00" * size)
         peer.close(graceful=False)
