@@ -35,6 +35,8 @@ READING_PATIENCE = 10  # the longest a wait goes on while the broker reads, in i
 # a broker that read nothing over this many looks has stopped reading (RabbitMQ's node at 5 % of a core held 1.6 MB
 # unread for 0.5 s, as its flow control held its reader back, then read it all within the next 0.5 s)
 STALL_LOOKS = 2
+# struct tcp_info (linux/tcp.h, only ever extended): tcpi_notsent_bytes, a u32 at this offset (Linux 4.6 on)
+NOTSENT_OFFSET = 144
 
 
 def _hex_address(family: int, host: str, port: int) -> str:
@@ -43,10 +45,6 @@ def _hex_address(family: int, host: str, port: int) -> str:
     packed = socket.inet_pton(family, host)
     words = struct.unpack(f"={len(packed) // 4}I", packed)
     return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
-
-
-# struct tcp_info (linux/tcp.h, only ever extended): tcpi_notsent_bytes, a u32 at this offset (Linux 4.6 on)
-NOTSENT_OFFSET = 144
 
 
 class Unread(NamedTuple):
