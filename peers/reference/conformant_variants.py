@@ -19,7 +19,7 @@ from proton import Endpoint, Event, Link
 from ..frames import DEFAULT_SIZE_LIMIT, FRAME_TYPE_AMQP, Frame, encode_frame
 from .accounts import ClientCertificate, OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
-from .mutants import Mutant, RewritingBroker, RewritingConnection
+from .mutant_kit import Mutant, RewritingBroker, RewritingConnection
 from .router import Router
 from .stated_flow import SenderFlowStates
 from .wrapping_counts import CountsNearWrap, RouterCountsNearWrap, WrappingConnection

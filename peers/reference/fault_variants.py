@@ -12,7 +12,7 @@ import threading
 
 from ..frames import Frame
 from .broker import Broker, BrokerConnection
-from .mutants import Mutant, RewritingConnection
+from .mutant_kit import Mutant, RewritingConnection
 
 _crashed = threading.Event()  # once per process: a restarted broker does not crash again
 

@@ -6,33 +6,32 @@ mutant, and the project's own tests assert which cases fail. Each mutant names t
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from proton import Condition, Data, Delivery, Described, Link, symbol, ulong
+from proton import Condition, Delivery, Described, Link, symbol, ulong
 
-from ..engine import delivery_tag
-from ..frames import Frame, FrameSplitter, encode_frame
+from ..frames import Frame
 from ..rawframes import RawContext, frame_bytes
 from .broker import Broker, BrokerConnection, Policy
+from .faults import is_fatal
 from .guard import Violation
+from .mutant_kit import (
+    DISPOSITION_SETTLED,
+    DISPOSITION_STATE,
+    FLOW_DRAIN,
+    Mutant,
+    RewritingBroker,
+    RewritingConnection,
+    reframed,
+    with_field,
+)
+from .mutants_core import CORE_ROW_MUTANTS, RedeliversRejectedLater
+from .mutants_errorswire import ERRORSWIRE_MUTANTS
+from .mutants_sasl import SASL_MUTANTS
+from .mutants_umrouter import UMROUTER_MUTANTS
 from .outcomes import Modification
-from .store import Node, StoredMessage, Subscription
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """A named broker variant, the guarantee it breaks and where that guarantee is written."""
-
-    name: str
-    description: str
-    breaks: str
-    broker: type[Broker]
-    broker_name: str = "reference"  # the registered broker this mutant replaces (a router mode names its own)
-    # the tables (id prefixes) that check the guarantee it breaks: `selftest` runs the mutant against those
-    # only, so the self-test costs a family's cases per mutant, not the whole catalogue's; () = every table
-    scope: tuple[str, ...] = ()
+from .router_mutants import ROUTER_MUTANTS
+from .store import Node, StoredMessage
 
 
 class SettlesBeforeAccept(Broker):
@@ -98,7 +97,6 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
 # -- UM 10.11 rejections, link fate and transactions (um_rules.py) -------------------------------------------
 
 
-from .faults import is_fatal  # noqa: E402
 
 
 class _ConditionSwap(Broker):
@@ -212,7 +210,6 @@ UM_MUTANTS = tuple(
 )
 MUTANTS.update({m.name: m for m in UM_MUTANTS})
 # Router mutants (issue 5) live in their own module; registered here so --reference-mutant finds them.
-from .router_mutants import ROUTER_MUTANTS  # noqa: E402
 
 MUTANTS.update(ROUTER_MUTANTS)
 # -- mutants added for the self-test (issue 9); each still breaks one guarantee -------------------------------
@@ -291,63 +288,6 @@ class DashedDeliveryTags(Broker):
         return f"{node.store_uid}-{message.eid}".encode()
 
 
-class RewritingConnection(BrokerConnection):
-    """A connection whose outgoing AMQP frames pass through ``rewrite`` before they reach the socket.
-
-    The broker's own engine (and so its state) is untouched: only the bytes the client sees change.
-    """
-
-    def __init__(self, broker: Broker, peer_name: str, rewrite: Callable[[Frame], bytes]) -> None:
-        super().__init__(broker, peer_name)
-        self._rewrite = rewrite
-        self._splitter = FrameSplitter("out")
-
-    def data_to_send(self) -> bytes:
-        data = super().data_to_send()
-        if not data:
-            return data
-        return b"".join(self._rewrite(frame) for frame in self._splitter.feed(data))
-
-
-class RewritingBroker(Broker):
-    """Base of the mutants that change frames on the wire; subclasses implement :meth:`rewrite`."""
-
-    def new_connection(self, peer_name: str) -> BrokerConnection:
-        return RewritingConnection(self, peer_name, self.rewrite)
-
-    def rewrite(self, frame: Frame) -> bytes:
-        """The bytes to send in place of ``frame`` (its own bytes by default)."""
-        return frame.raw
-
-
-def _performative(frame: Frame) -> tuple[Described, bytes]:
-    """The frame's performative as proton decodes it, and the bytes after it (the payload)."""
-    body = frame.raw[frame.raw[4] * 4:]
-    data = Data()
-    consumed = data.decode(body)
-    data.rewind()
-    data.next()
-    return data.get_object(), body[consumed:]
-
-
-def _reframe(frame: Frame, performative: Described | bytes, payload: bytes = b"") -> bytes:
-    return encode_frame(performative, channel=frame.channel, frame_type=frame.frame_type, payload=payload)
-
-
-def _with_field(frame: Frame, index: int, value: object) -> bytes:
-    """The frame re-encoded by proton with field ``index`` of its performative list set to ``value``."""
-    performative, payload = _performative(frame)
-    values = list(performative.value)
-    values += [None] * (index + 1 - len(values))
-    values[index] = value
-    return _reframe(frame, Described(performative.descriptor, values), payload)
-
-
-DISPOSITION_SETTLED = 3  # field index of disposition.settled
-DISPOSITION_STATE = 4
-FLOW_DRAIN = 8  # field index of flow.drain
-
-
 class InternalErrorForPartial(RewritingBroker):
     """Rejects a multi-frame delivery with ``amqp:internal-error`` where ``amqp:not-implemented`` is due."""
 
@@ -357,7 +297,7 @@ class InternalErrorForPartial(RewritingBroker):
         if not isinstance(error, dict) or error.get("condition") != "amqp:not-implemented":
             return frame.raw
         condition = Described(ulong(0x1d), [symbol("amqp:internal-error"), error.get("description")])
-        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x25), [condition]))
+        return with_field(frame, DISPOSITION_STATE, Described(ulong(0x25), [condition]))
 
 
 class IgnoresNullTransformer(Broker):
@@ -383,7 +323,7 @@ class SmalluintDispositionFirst(RewritingBroker):
         if frame.performative != "disposition" or body[3:4] != b"\xc0" or body[7:8] != b"\x43":
             return frame.raw
         widened = body[:3] + b"\xc0" + bytes([body[4] + 1, body[5]]) + body[6:7] + b"\x52\x00" + body[8:]
-        return _reframe(frame, widened)
+        return reframed(frame, widened)
 
 
 class LeavesConsumerAnswerUnsettled(RewritingBroker):
@@ -392,7 +332,7 @@ class LeavesConsumerAnswerUnsettled(RewritingBroker):
     def rewrite(self, frame: Frame) -> bytes:
         if frame.performative != "disposition" or frame.fields.get("role") != "sender":
             return frame.raw
-        return _with_field(frame, DISPOSITION_SETTLED, False)
+        return with_field(frame, DISPOSITION_SETTLED, False)
 
 
 class LeavesPublishAnswerUnsettled(RewritingBroker):
@@ -401,7 +341,7 @@ class LeavesPublishAnswerUnsettled(RewritingBroker):
     def rewrite(self, frame: Frame) -> bytes:
         if frame.performative != "disposition" or frame.fields.get("role") != "receiver":
             return frame.raw
-        return _with_field(frame, DISPOSITION_SETTLED, False)
+        return with_field(frame, DISPOSITION_SETTLED, False)
 
 
 MUTANTS.update({m.name: m for m in (
@@ -477,7 +417,7 @@ class DrainAnswerSaysNoDrain(RewritingBroker):
     def rewrite(self, frame: Frame) -> bytes:
         if frame.performative != "flow" or not frame.fields.get("drain"):
             return frame.raw
-        return _with_field(frame, FLOW_DRAIN, False)
+        return with_field(frame, FLOW_DRAIN, False)
 
 
 class FlowFirstConnection(RewritingConnection):
@@ -510,30 +450,6 @@ class DrainAnswerBeforeMessages(Broker):
 
     def new_connection(self, peer_name: str) -> BrokerConnection:
         return FlowFirstConnection(self, peer_name)
-
-
-class RedeliversRejectedLater(Broker):
-    """Settles a rejection as 3.4.3 says, then puts the message back for redelivery a quarter second later."""
-
-    LATE_S = 0.25
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self._late: list[tuple[float, Subscription, StoredMessage]] = []
-
-    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        consumer = connection.consumers.get(delivery.link.name)
-        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
-        super()._on_consumer_disposition(connection, delivery)
-        if outstanding is not None and delivery.remote_state == Delivery.REJECTED:
-            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
-
-    def dispatch(self) -> None:
-        now = time.monotonic()
-        for _, subscription, message in [late for late in self._late if late[0] <= now]:
-            subscription.pending.append(message)  # the rejected message comes back
-        self._late = [late for late in self._late if late[0] > now]
-        super().dispatch()
 
 
 CORE_MUTANTS = (
@@ -587,18 +503,14 @@ def _family_scope(mutant: Mutant) -> tuple[str, ...]:
 
 
 MUTANTS.update({name: replace(m, scope=m.scope or _family_scope(m)) for name, m in MUTANTS.items()})
-from .mutants_umrouter import UMROUTER_MUTANTS  # noqa: E402  (issue 13: UM, transaction and router mutants)
 
 MUTANTS.update(UMROUTER_MUTANTS)
 
-from .mutants_core import CORE_ROW_MUTANTS  # noqa: E402  (issue 13: the core rows' mutants)
 
 MUTANTS.update({m.name: m for m in CORE_ROW_MUTANTS})
 
-from .mutants_errorswire import ERRORSWIRE_MUTANTS  # noqa: E402  (issue 13: the wire answers' mutants)
 
 MUTANTS.update({m.name: m for m in ERRORSWIRE_MUTANTS})
 
-from .mutants_sasl import SASL_MUTANTS  # noqa: E402  (the SASL layer's mutants)
 
 MUTANTS.update({m.name: m for m in SASL_MUTANTS})

@@ -17,15 +17,14 @@ from ..engine import delivery_tag
 from ..frames import Frame
 from ..sequence import MODULUS
 from .broker import Broker, BrokerConnection, Consumer, Outstanding
-from .mutants import (
+from .mutant_kit import (
     DISPOSITION_STATE,
     Mutant,
-    RedeliversRejectedLater,
     RewritingBroker,
     RewritingConnection,
-    _performative,
-    _reframe,
-    _with_field,
+    performative_and_payload,
+    reframed,
+    with_field,
 )
 from .outcomes import Modification
 from .store import StoredMessage, Subscription
@@ -126,7 +125,7 @@ class WidensConsumerAnswer(RewritingBroker):
         if frame.performative != "disposition" or frame.fields.get("role") != "sender":
             return frame.raw
         last = frame.fields.get("last")
-        return _with_field(frame, DISPOSITION_LAST, uint((last if last is not None else frame.fields["first"]) + 1))
+        return with_field(frame, DISPOSITION_LAST, uint((last if last is not None else frame.fields["first"]) + 1))
 
 
 class SettlesAcceptedAsReleased(RewritingBroker):
@@ -136,7 +135,7 @@ class SettlesAcceptedAsReleased(RewritingBroker):
         state = frame.fields.get("state") if frame.performative == "disposition" else None
         if frame.fields.get("role") != "sender" or not isinstance(state, dict) or state.get("@type") != "accepted":
             return frame.raw
-        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x26), []))
+        return with_field(frame, DISPOSITION_STATE, Described(ulong(0x26), []))
 
 
 class RepeatsPublishAnswer(RewritingBroker):
@@ -147,6 +146,30 @@ class RepeatsPublishAnswer(RewritingBroker):
                 and frame.fields.get("settled"):
             return frame.raw + frame.raw
         return frame.raw
+
+
+class RedeliversRejectedLater(Broker):
+    """Settles a rejection as 3.4.3 says, then puts the message back for redelivery a quarter second later."""
+
+    LATE_S = 0.25
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._late: list[tuple[float, Subscription, StoredMessage]] = []
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        consumer = connection.consumers.get(delivery.link.name)
+        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+        super()._on_consumer_disposition(connection, delivery)
+        if outstanding is not None and delivery.remote_state == Delivery.REJECTED:
+            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+
+    def dispatch(self) -> None:
+        now = time.monotonic()
+        for _, subscription, message in [late for late in self._late if late[0] <= now]:
+            subscription.pending.append(message)  # the rejected message comes back
+        self._late = [late for late in self._late if late[0] > now]
+        super().dispatch()
 
 
 class RedeliversAcceptedLater(RedeliversRejectedLater):
@@ -226,7 +249,7 @@ class CloseAnsweredWithDetach(RewritingBroker):
     def rewrite(self, frame: Frame) -> bytes:
         if frame.performative != "detach" or not frame.fields.get("closed"):
             return frame.raw
-        return _with_field(frame, 1, None)
+        return with_field(frame, 1, None)
 
 
 class StringAnnotationKeys(RewritingBroker):
@@ -239,7 +262,7 @@ class StringAnnotationKeys(RewritingBroker):
         if not isinstance(state, dict) or state.get("@type") != "modified" or not state.get("message-annotations"):
             return frame.raw
         annotations = {str(key): value for key, value in state["message-annotations"].items()}
-        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x27), [
+        return with_field(frame, DISPOSITION_STATE, Described(ulong(0x27), [
             state.get("delivery-failed"), state.get("undeliverable-here"), annotations]))
 
 
@@ -258,7 +281,7 @@ class AbortCountingConnection(RewritingConnection):
         count = frame.fields.get("delivery-count") if frame.performative == "flow" else None
         if not self.aborted or not isinstance(count, int):
             return frame.raw
-        return _with_field(frame, FLOW_DELIVERY_COUNT, uint((count - self.aborted) % MODULUS))
+        return with_field(frame, FLOW_DELIVERY_COUNT, uint((count - self.aborted) % MODULUS))
 
 
 class UncountedAbort(Broker):
@@ -288,7 +311,7 @@ class DeclaresReleasedDefault(RewritingBroker):
     def rewrite(self, frame: Frame) -> bytes:
         if frame.performative != "attach" or frame.fields.get("role") != "sender":
             return frame.raw
-        performative, payload = _performative(frame)
+        performative, payload = performative_and_payload(frame)
         values = list(performative.value)
         source = values[ATTACH_SOURCE]
         if not isinstance(source, Described):
@@ -297,7 +320,7 @@ class DeclaresReleasedDefault(RewritingBroker):
         fields += [None] * (SOURCE_DEFAULT_OUTCOME + 1 - len(fields))
         fields[SOURCE_DEFAULT_OUTCOME] = Described(RELEASED_DESCRIPTOR, [])
         values[ATTACH_SOURCE] = Described(source.descriptor, fields)
-        return _reframe(frame, Described(performative.descriptor, values), payload)
+        return reframed(frame, Described(performative.descriptor, values), payload)
 
 
 CORE_ROW_MUTANTS = tuple(Mutant(*fields, scope=CORE_SCOPE) for fields in (

@@ -13,7 +13,7 @@ from proton import Described, Event
 
 from ..frames import Frame
 from .broker import Broker, BrokerConnection
-from .mutants import Mutant, RewritingBroker, _performative, _with_field
+from .mutant_kit import Mutant, RewritingBroker, performative_and_payload, with_field
 
 DETACH_CLOSED = 1  # field index of detach.closed
 ATTACH_ROLE = 2
@@ -28,7 +28,7 @@ class DetachReplyNotClosed(RewritingBroker):
         """A detach without error goes out with closed=false."""
         if frame.performative != "detach" or frame.fields.get("error") is not None:
             return frame.raw
-        return _with_field(frame, DETACH_CLOSED, False)
+        return with_field(frame, DETACH_CLOSED, False)
 
 
 class SenderAttachWithoutInitialCount(RewritingBroker):
@@ -38,7 +38,7 @@ class SenderAttachWithoutInitialCount(RewritingBroker):
         """A sender's attach goes out without initial-delivery-count."""
         if frame.performative != "attach" or frame.fields.get("role") != "sender":
             return frame.raw
-        return _with_field(frame, ATTACH_INITIAL_DELIVERY_COUNT, None)
+        return with_field(frame, ATTACH_INITIAL_DELIVERY_COUNT, None)
 
 
 class StringErrorCondition(RewritingBroker):
@@ -49,11 +49,11 @@ class StringErrorCondition(RewritingBroker):
         index = {"close": 0, "end": 0, "detach": 2}.get(frame.performative)
         if index is None or frame.fields.get("error") is None:
             return frame.raw
-        performative, _ = _performative(frame)
+        performative, _ = performative_and_payload(frame)
         error = performative.value[index]
         values = list(error.value)
         values[0] = str(values[0])
-        return _with_field(frame, index, Described(error.descriptor, values))
+        return with_field(frame, index, Described(error.descriptor, values))
 
 
 class DropsSocketOnClose(Broker):

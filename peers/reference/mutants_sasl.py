@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..frames import AMQP_HEADER, FRAME_TYPE_AMQP
 from .accounts import OneAccount
 from .broker import Broker, BrokerConnection
-from .mutants import Mutant
+from .mutant_kit import Mutant
 from .sasl import SaslResult, SaslServer
 
 SASL_SCOPE = ("core.sasl",)

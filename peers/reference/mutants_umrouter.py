@@ -14,7 +14,7 @@ from proton import Condition, Delivery, Described, Link, Message, Terminus, symb
 from ..engine import delivery_tag
 from ..frames import Frame
 from .broker import Broker, BrokerConnection
-from .mutants import DISPOSITION_STATE, Mutant, RewritingBroker, _with_field
+from .mutant_kit import DISPOSITION_STATE, Mutant, RewritingBroker, with_field
 from .router import Outcome, RoutedConsumer, Router
 from .transactions import Transaction, TransactionManager, UnknownTransaction
 
@@ -88,7 +88,7 @@ class StringRejectionCondition(RewritingBroker):
         state = frame.fields.get("state") if frame.performative == "disposition" else None
         if not isinstance(state, dict) or state.get("@type") != "rejected" or not state.get("error"):
             return frame.raw
-        return _with_field(frame, DISPOSITION_STATE, Described(ulong(0x25), [_error_as_string(state["error"])]))
+        return with_field(frame, DISPOSITION_STATE, Described(ulong(0x25), [_error_as_string(state["error"])]))
 
 
 DETACH_ERROR = 2  # field index of detach.error
@@ -101,7 +101,7 @@ class StringDetachCondition(RewritingBroker):
         """A detach with an error re-encoded with its condition as a string; other frames unchanged."""
         if frame.performative != "detach" or not frame.fields.get("error"):
             return frame.raw
-        return _with_field(frame, DETACH_ERROR, _error_as_string(frame.fields["error"]))
+        return with_field(frame, DETACH_ERROR, _error_as_string(frame.fields["error"]))
 
 
 class StoresDurableWhenFull(Broker):
@@ -246,7 +246,7 @@ class OverreachingConsumerAnswer(RewritingBroker):
         """A sender-role disposition with ``last`` = ``first`` + 1; other frames unchanged."""
         if frame.performative != "disposition" or frame.fields.get("role") != "sender":
             return frame.raw
-        return _with_field(frame, DISPOSITION_LAST, uint(int(frame.fields["first"]) + 1))
+        return with_field(frame, DISPOSITION_LAST, uint(int(frame.fields["first"]) + 1))
 
 
 class OverreachingPublishAnswer(RewritingBroker):
@@ -256,7 +256,7 @@ class OverreachingPublishAnswer(RewritingBroker):
         """A receiver-role disposition with ``last`` = ``first`` + 1; other frames unchanged."""
         if frame.performative != "disposition" or frame.fields.get("role") != "receiver":
             return frame.raw
-        return _with_field(frame, DISPOSITION_LAST, uint(int(frame.fields["first"]) + 1))
+        return with_field(frame, DISPOSITION_LAST, uint(int(frame.fields["first"]) + 1))
 
 
 class RequeueStripsMessage(Broker):

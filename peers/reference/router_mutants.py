@@ -10,7 +10,7 @@ from typing import Any
 
 from proton import Delivery, Endpoint, Link
 
-from .mutants import Mutant
+from .mutant_kit import Mutant
 from .router import RELEASED, Inbound, Outcome, RoutedConsumer, Router
 
 

@@ -24,7 +24,7 @@ from proton import Data, uint
 from ..frames import FRAME_TYPE_AMQP, Frame, FrameSplitter, encode_frame, encode_value
 from ..sequence import MODULUS
 from .broker import Broker, BrokerConnection
-from .mutants import RewritingConnection
+from .mutant_kit import RewritingConnection
 from .router import Router
 
 DELIVERY_ID_OFFSET = MODULUS - 2  # a session's third delivery has delivery-id 0
