@@ -55,7 +55,8 @@ PACKAGE_FOLDERS = ("peers", "fixtures", "reports", "conformance")
 # not judge it, the own tests do),
 # selector.py (a JMS selector evaluator: no source document states a guarantee about selector semantics,
 # the UM rows use a selector only as the "bad selector" provocation; peers/tests/test_um_selector.py tests
-# it), faults.py (the fault switches) and the test doubles (mutants.py, router_mutants.py, fault_variants.py).
+# it), faults.py (the fault switches) and the test doubles (mutant_kit.py, mutants*.py, router_mutants.py,
+# fault_variants.py).
 PROTOCOL_MODULES = ("broker", "guard", "outcomes", "store", "router", "um_rules", "transactions", "acl",
                     "policed", "sasl")
 # a module added here is measured only when asked for (--module NAME) until its survivors are triaged: a default
@@ -280,9 +281,13 @@ def _load_triage_file(path: Path, seen: dict[str, dict[str, str]],
     triage: dict[str, dict[str, str]] = {}
     for index, entry in enumerate(entries):
         where = f"{path.name}: [[mutant]] #{index + 1}"
-        unknown = set(entry) - {"name", "category", "reason"}
+        unknown = set(entry) - {"name", "category", "reason", "diff"}
         if unknown:
-            raise TriageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (known: name, category, reason)")
+            raise TriageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} "
+                              "(known: name, category, reason, diff)")
+        if "diff" in entry and (not isinstance(entry["diff"], str) or not entry["diff"].strip()):
+            raise TriageError(f"{where}: 'diff' (the mutant's diff the entry was written for), when given, must be a "
+                              "non-empty string")
         for key in ("name", "category", "reason"):
             if not isinstance(entry.get(key), str) or not entry[key].strip():
                 raise TriageError(f"{where}: '{key}' must be a non-empty string")
@@ -356,15 +361,15 @@ class CarryOver:
 
 def carry_over(triage: dict[str, dict[str, str]], results: list[MutantResult],
                previous: dict[str, str]) -> CarryOver:
-    """Match triage entries to this run's survivors by diff (:func:`diff_key`), given the ``previous``
-    report's diffs (:func:`survivor_diffs`): mutmut numbers a function's mutants in order, so a change to a
-    mutated function renames its survivors, and an entry may now name a killed mutant, or another survivor.
-    An entry moves to the survivor (same module) that has the diff it was written for, unless its own name
-    still has that diff."""
+    """Match triage entries to this run's survivors by diff (:func:`diff_key`): the diff an entry records
+    (its ``diff``, :func:`record_triage_diffs`), else the ``previous`` report's (:func:`survivor_diffs`).
+    mutmut numbers a function's mutants in order, so a change to a mutated function renames its survivors, and
+    an entry may now name a killed mutant, or another survivor. An entry moves to the survivor (same module)
+    that has the diff it was written for, unless its own name still has that diff."""
     run_modules = {r.module for r in results}
     survivors = {r.name: diff_key(r.diff) for r in results if not r.killed}
-    written_for = {name: diff_key(previous[name]) for name in triage
-                   if name in previous and module_of(name) in run_modules}
+    written_for = {name: diff_key(entry.get("diff") or previous[name]) for name, entry in triage.items()
+                   if (entry.get("diff") or name in previous) and module_of(name) in run_modules}
     wanted = [name for name, key in written_for.items() if survivors.get(name) != key]
     settled = {name for name, key in written_for.items() if survivors.get(name) == key}
     by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -408,6 +413,36 @@ def apply_carry_over(moves: dict[str, str], directory: Path = TRIAGE_DIR) -> int
         if changed != text:
             path.write_text(changed, encoding="utf-8")
     return renamed
+
+
+def record_triage_diffs(diffs: dict[str, str], directory: Path = TRIAGE_DIR) -> int:
+    """Write into each entry of ``directory``'s triage files named in ``diffs`` that mutant's diff (its
+    :func:`diff_key`, as the entry's ``diff``, after its other fields), replacing a diff it held; every other
+    line stays as written. An entry that records its diff is carried over to a renumbered mutant with no earlier
+    report at hand (a fresh clone). Returns how many entries changed."""
+    changed = 0
+    for path in sorted(directory.glob("*.toml")):
+        head, *blocks = re.split(r"^\[\[mutant\]\]\n", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
+        written = []
+        for block in blocks:
+            entry = tomllib.loads(block)
+            key = diffs.get(entry.get("name", ""))
+            if key is not None and diff_key(entry.get("diff", "")) != diff_key(key):
+                body = re.sub(r"^diff = (?:'''.*?'''|\"(?:[^\"\\\n]|\\.)*\")\n", "", block,
+                              flags=re.MULTILINE | re.DOTALL)
+                kept, gap = body.rstrip("\n"), body[len(body.rstrip("\n")):] or "\n"
+                block = f"{kept}\ndiff = {_toml_text(diff_key(key))}\n{gap[1:]}"
+                changed += 1
+            written.append(block)
+        if written != blocks:
+            path.write_text(head + "".join("[[mutant]]\n" + b for b in written), encoding="utf-8")
+    return changed
+
+
+def _toml_text(text: str) -> str:
+    """``text`` as a TOML string: a multi-line literal string, or a basic one (JSON's escapes are TOML's) when
+    ``text`` holds the literal string's closing quotes."""
+    return json.dumps(text, ensure_ascii=False) if "'''" in text else f"'''\n{text}\n'''"
 
 
 # -- the run ------------------------------------------------------------------------------------------
@@ -535,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the report this run replaced): entries are matched to renumbered mutants by diff")
     parser.add_argument("--carry-triage", action="store_true",
                         help="rename the triage entries whose mutants were renumbered (matched by diff) in "
-                             "docs/mutation-triage before reporting")
+                             "docs/mutation-triage before reporting, and record in each entry the diff of the "
+                             "survivor it is about (so the next run carries it over with no earlier report)")
     args = parser.parse_args(argv)
     try:
         triage = load_triage()
@@ -596,6 +632,11 @@ def main(argv: list[str] | None = None) -> int:
     if carry.unmatched:
         print("triage entries written for a diff no survivor has now (triage them again): "
               + ", ".join(name.rsplit(".", 1)[-1] for name in carry.unmatched))
+    if args.carry_triage:
+        unmatched = set(carry.unmatched)
+        diffs = {r.name: r.diff for r in results if not r.killed and r.triage and r.name not in unmatched}
+        print(f"triage entries that now record their mutant's diff: {record_triage_diffs(diffs)} written")
+        triage = load_triage()
     elapsed = time.monotonic() - started
     return report(results, triage, elapsed, args.out, args.target)
 
