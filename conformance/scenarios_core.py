@@ -31,8 +31,9 @@ class FrameList:
 CORE_SCENARIOS = (
     Scenario(
         "flow", scripts_flow.run_flow,
-        given={"messages": int, "credit": int, "drain": bool, "large_first": bool},
-        defaults={"drain": False, "large_first": False},
+        given={"messages": int, "credit": int, "drain": bool, "large_first": bool,
+               "provocation": ("none", "abort-first-delivery")},
+        defaults={"drain": False, "large_first": False, "provocation": "none"},
         observations=("before_credit", "delivered", "broker_flow", "over_stated_credit", "after_drain"),
         needs=lambda given: (STORE,) if given.get("messages", 0) > 0 else (),  # published before the credit
     ),

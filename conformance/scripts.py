@@ -33,14 +33,18 @@ def deliveries_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[li
 
 def delivered_on(peer: ScriptedPeer, handle: int | None, since: int) -> list[Any]:
     """The bodies of the messages the broker delivered on its link ``handle`` after ``since``, each decoded by
-    proton from all of its delivery's transfers; ``"(partial)"`` for a delivery not (yet) whole."""
+    proton from all of its delivery's transfers; ``"(aborted)"`` for a delivery a transfer aborted (AMQP 1.0 2.7.5:
+    its data is discarded), ``"(partial)"`` for one not (yet) whole."""
     bodies = []
     for transfers in deliveries_on(peer, handle, since):
+        if any(transfer.fields.get("aborted") for transfer in transfers):
+            bodies.append("(aborted)")
+            continue
         message = Message()
         try:
             message.decode(payload_of(transfers))
             bodies.append(body_of(message))
-        except Exception:  # its last transfer said more (or it was aborted): no whole message
+        except Exception:  # its last transfer said more: no whole message
             bodies.append("(partial)")
     return bodies
 

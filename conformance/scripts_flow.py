@@ -48,9 +48,11 @@ def over_stated_credit(frames: list[Frame], handle: int, initial: int, limit: in
 
 def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observes ``before_credit`` (bodies sent while the link had no credit), ``delivered`` (bodies sent
-    after the row's credit), ``broker_flow`` (the broker's last flow on the link after the credit that was not
-    written before the credit reached it, :func:`before_our_credit`; or None) and
-    ``over_stated_credit`` (:func:`over_stated_credit`); with drain, ``after_drain`` (:func:`_after_drain`)."""
+    after the row's credit, ``"(aborted)"`` for a delivery the broker aborted), ``broker_flow`` (the broker's last
+    flow on the link after the credit that was not written before the credit reached it,
+    :func:`before_our_credit`; or None) and ``over_stated_credit`` (:func:`over_stated_credit`); with drain,
+    ``after_drain`` (:func:`_after_drain`). A ``provocation`` (the admin's abort-first-delivery: the broker's next
+    delivery on the link is begun and aborted, its message kept) is asked for just before the credit."""
     peer, session = open_session(ctx, "consumer")
     receiver, attach = setup_step("attach consumer", peer.attach_receiver, session, ctx.node, credit=0)
     handle = broker_handle(attach)
@@ -61,13 +63,15 @@ def run_flow(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     peer.pump(timeout=ctx.quiet, on=receiver)
     observed: dict[str, Any] = {"before_credit": delivered_on(peer, handle, since)}
 
+    if given["provocation"] != "none":
+        ctx.admin.provoke(given["provocation"], ctx.node)
     since = peer.mark()
     credit = given["credit"]
     if given["drain"]:
         receiver.drain(credit)
     else:
         receiver.flow(credit)
-    expected = min(credit, given["messages"])
+    expected = min(credit, given["messages"] + (given["provocation"] == "abort-first-delivery"))
 
     def flow_frame() -> Frame | None:
         """The broker's last flow on the link written after our credit reached it (:func:`before_our_credit`)."""

@@ -14,7 +14,7 @@ as it would be in a broker that chose otherwise. The SASL layer's survivors last
 ``variant-client-certificate`` (over TLS, verifying the client's certificate: the catalogue authenticates with
 EXTERNAL). Last, ``broker.py``'s survivors go to the client grid's cells (python-proton with itself, against the
 embedded reference, the broker mutated in the test process) of the rows that ask the admin for a provocation no
-catalogue row asks for (:data:`GRID_PROVOCATIONS`): that code is reached nowhere else. A mutant is **killed** when a
+catalogue row asks for, or asks for in another combination (:data:`GRID_PROVOCATIONS`). A mutant is **killed** when a
 case FAILs or ERRORs against it (or its run times out or crashes), **survives** when every case passes, and is
 **uncovered** when no case runs its code. It prints the score per module and per table (the table of the first case
 that killed each mutant), every survivor with its diff and its triage (``docs/mutation-triage/<module>.toml``), and
@@ -69,7 +69,8 @@ ROUTER_MODULES = ("router", "broker", "outcomes", "store")
 
 # the provocations of the reference's admin that only client-grid rows ask for, and the client whose cells run them;
 # credit-one-at-a-time also core.transfer/aborted-consumes-credit, which is UNSUPPORTED where the next credit never
-# comes: interop.outcomes/credit-one-at-a-time FAILs there (a broker that stops topping up its publishers)
+# comes: interop.outcomes/credit-one-at-a-time FAILs there (a broker that stops topping up its publishers);
+# abort-first-delivery also core.flow/drain-after-an-aborted-delivery (with a drain; the grid's row without one)
 GRID_PROVOCATIONS = ("credit-one-at-a-time", "settle-without-outcome", "settle-after-outcome", "drain-publishers",
                      "close-publisher-connection", "drop-publisher-connection", "end-publisher-session",
                      "fail-publisher-connection", "abort-first-delivery")
