@@ -440,6 +440,25 @@ def record_triage_diffs(diffs: dict[str, str], directory: Path = TRIAGE_DIR) -> 
     return changed
 
 
+def diffs_to_record(results: list[MutantResult], unmatched: list[str],
+                    stale: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The diffs :func:`record_triage_diffs` may write (by mutant name), and the entries it may not. A triaged
+    survivor's entry gets its diff unless the entry was left to triage again (``unmatched``), or it records no diff
+    of its own while its module has ``stale`` entries: a function's mutants were renumbered there, and an entry
+    with no diff to match by may now name another survivor than the one it was written for."""
+    renumbered = {module_of(name) for name in stale}
+    diffs: dict[str, str] = {}
+    unchecked: list[str] = []
+    for result in results:
+        if result.killed or not result.triage or result.name in unmatched:
+            continue
+        if "diff" not in result.triage and result.module in renumbered:
+            unchecked.append(result.name)
+        else:
+            diffs[result.name] = result.diff
+    return diffs, unchecked
+
+
 def _toml_text(text: str) -> str:
     """``text`` as a TOML string: a multi-line literal string, or a basic one (JSON's escapes are TOML's) when
     ``text`` holds the literal string's closing quotes."""
@@ -634,9 +653,11 @@ def main(argv: list[str] | None = None) -> int:
         print("triage entries written for a diff no survivor has now (triage them again): "
               + ", ".join(name.rsplit(".", 1)[-1] for name in carry.unmatched))
     if args.carry_triage:
-        unmatched = set(carry.unmatched)
-        diffs = {r.name: r.diff for r in results if not r.killed and r.triage and r.name not in unmatched}
+        diffs, unchecked = diffs_to_record(results, carry.unmatched, stale_triage(triage, results))
         print(f"triage entries that now record their mutant's diff: {record_triage_diffs(diffs)} written")
+        if unchecked:
+            print(f"not recorded: {len(unchecked)} entries with no diff of their own in a module with stale entries "
+                  "(renumbered: check each against survivors.md, then run again with --report-only --carry-triage)")
         triage = load_triage()
     elapsed = time.monotonic() - started
     return report(results, triage, elapsed, args.out, args.target)
