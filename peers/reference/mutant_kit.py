@@ -8,13 +8,17 @@ they all build on this module, which imports none of them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from proton import Data, Described
+from proton import Data, Delivery, Described
 
+from ..engine import delivery_tag
 from ..frames import Frame, FrameSplitter, encode_frame
-from .broker import Broker, BrokerConnection
+from .broker import Broker, BrokerConnection, Outstanding
+from .store import StoredMessage, Subscription
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,54 @@ class RewritingBroker(Broker):
     def rewrite(self, frame: Frame) -> bytes:
         """The bytes to send in place of ``frame`` (its own bytes by default)."""
         return frame.raw
+
+
+def outstanding_of(connection: BrokerConnection, delivery: Delivery) -> Outstanding | None:
+    """The consumer's record of ``delivery`` (the reference's ``Outstanding``), or None when the link is no consumer
+    of this connection or the delivery is no longer outstanding."""
+    consumer = connection.consumers.get(delivery.link.name)
+    return consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
+
+
+def split_due(late: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The entries of ``late`` (tuples led by the ``time.monotonic()`` they are due at) due now, and the others."""
+    now = time.monotonic()
+    return [entry for entry in late if entry[0] <= now], [entry for entry in late if entry[0] > now]
+
+
+class PutsBackLater(Broker):
+    """Base of the mutants whose settled message comes back: each answers a consumer's disposition as the
+    reference does, then puts the message back on its subscription :attr:`LATE_S` later when :meth:`puts_back`
+    says so (or when a subclass calls :meth:`put_back_later`), so that its redelivery is an effect that comes late.
+    """
+
+    LATE_S = 0.25
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._late: list[tuple[float, Subscription, StoredMessage]] = []
+
+    def puts_back(self, outstanding: Outstanding, delivery: Delivery) -> bool:
+        """Whether the consumer's disposition of ``delivery`` (already answered) sends its message back later;
+        never, unless a subclass says otherwise."""
+        return False
+
+    def put_back_later(self, outstanding: Outstanding) -> None:
+        """Put ``outstanding``'s message back on its subscription :attr:`LATE_S` from now."""
+        self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+
+    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+        outstanding = outstanding_of(connection, delivery)
+        super()._on_consumer_disposition(connection, delivery)
+        if outstanding is not None and self.puts_back(outstanding, delivery):
+            self.put_back_later(outstanding)
+
+    def dispatch(self) -> None:
+        """Put back the messages whose time has come, then dispatch as the reference does."""
+        due, self._late = split_due(self._late)
+        for _, subscription, message in due:
+            subscription.pending.append(message)
+        super().dispatch()
 
 
 def performative_and_payload(frame: Frame) -> tuple[Described, bytes]:

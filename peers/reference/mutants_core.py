@@ -6,20 +6,19 @@ Registered into :data:`.mutants.MUTANTS` by one line there; their scope is the c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from proton import Delivery, Described, Link, Message, symbol, uint, ulong
 
 from ..amqp_types import BY_NAME
-from ..engine import delivery_tag
 from ..frames import Frame
 from ..sequence import MODULUS
 from .broker import Broker, BrokerConnection, Consumer, Outstanding
 from .mutant_kit import (
     DISPOSITION_STATE,
     Mutant,
+    PutsBackLater,
     RewritingBroker,
     RewritingConnection,
     performative_and_payload,
@@ -148,39 +147,20 @@ class RepeatsPublishAnswer(RewritingBroker):
         return frame.raw
 
 
-class RedeliversRejectedLater(Broker):
+class RedeliversRejectedLater(PutsBackLater):
     """Settles a rejection as 3.4.3 says, then puts the message back for redelivery a quarter second later."""
 
-    LATE_S = 0.25
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self._late: list[tuple[float, Subscription, StoredMessage]] = []
-
-    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        consumer = connection.consumers.get(delivery.link.name)
-        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
-        super()._on_consumer_disposition(connection, delivery)
-        if outstanding is not None and delivery.remote_state == Delivery.REJECTED:
-            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
-
-    def dispatch(self) -> None:
-        now = time.monotonic()
-        for _, subscription, message in [late for late in self._late if late[0] <= now]:
-            subscription.pending.append(message)  # the rejected message comes back
-        self._late = [late for late in self._late if late[0] > now]
-        super().dispatch()
+    def puts_back(self, outstanding: Outstanding, delivery: Delivery) -> bool:
+        """A rejected message comes back."""
+        return delivery.remote_state == Delivery.REJECTED
 
 
-class RedeliversAcceptedLater(RedeliversRejectedLater):
+class RedeliversAcceptedLater(PutsBackLater):
     """Settles an accepted delivery, then puts the message back for redelivery a quarter second later."""
 
-    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        consumer = connection.consumers.get(delivery.link.name)
-        outstanding = consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
-        Broker._on_consumer_disposition(self, connection, delivery)
-        if outstanding is not None and delivery.remote_state == Delivery.ACCEPTED:
-            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+    def puts_back(self, outstanding: Outstanding, delivery: Delivery) -> bool:
+        """An accepted message comes back."""
+        return delivery.remote_state == Delivery.ACCEPTED
 
 
 class StallsBehindStarvedConsumer(Broker):

@@ -11,10 +11,17 @@ from typing import Any
 
 from proton import Condition, Delivery, Described, Link, Message, Terminus, symbol, uint, ulong
 
-from ..engine import delivery_tag
 from ..frames import Frame
-from .broker import Broker, BrokerConnection
-from .mutant_kit import DISPOSITION_STATE, Mutant, RewritingBroker, with_field
+from .broker import Broker, BrokerConnection, Outstanding
+from .mutant_kit import (
+    DISPOSITION_STATE,
+    Mutant,
+    PutsBackLater,
+    RewritingBroker,
+    outstanding_of,
+    split_due,
+    with_field,
+)
 from .router import Outcome, RoutedConsumer, Router
 from .transactions import Transaction, TransactionManager, UnknownTransaction
 
@@ -272,40 +279,12 @@ class RequeueStripsMessage(Broker):
         super()._release_consumer(consumer)
 
 
-def outstanding_of(connection: BrokerConnection, delivery: Delivery) -> Any:
-    """The consumer's record of ``delivery`` (the reference's ``Outstanding``), or None when the link is no consumer
-    of this connection or the delivery is no longer outstanding."""
-    consumer = connection.consumers.get(delivery.link.name)
-    return consumer.outstanding.get(delivery_tag(delivery)) if consumer else None
-
-
-def split_due(late: list[Any]) -> tuple[list[Any], list[Any]]:
-    """The entries of ``late`` (tuples led by the ``time.monotonic()`` they are due at) due now, and the others."""
-    now = time.monotonic()
-    return [entry for entry in late if entry[0] <= now], [entry for entry in late if entry[0] > now]
-
-
-class RedeliversAckedLater(Broker):
+class RedeliversAckedLater(PutsBackLater):
     """Accepts and settles a durable subscriber's ACK, then (the ACK "lost") puts the event back 0.25 s later."""
 
-    LATE_S = 0.25
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._late: list[tuple[float, Any, Any]] = []
-
-    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        outstanding = outstanding_of(connection, delivery)
-        super()._on_consumer_disposition(connection, delivery)
-        if outstanding is not None and outstanding.subscription.durable and delivery.remote_state == Delivery.ACCEPTED:
-            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
-
-    def dispatch(self) -> None:
-        """Put back the events whose time has come, then dispatch as the reference does."""
-        due, self._late = split_due(self._late)
-        for _, subscription, message in due:
-            subscription.pending.append(message)  # the acknowledged event comes back
-        super().dispatch()
+    def puts_back(self, outstanding: Outstanding, delivery: Delivery) -> bool:
+        """A durable subscriber's accepted event comes back."""
+        return outstanding.subscription.durable and delivery.remote_state == Delivery.ACCEPTED
 
 
 class PersistentSecondRedeliversAckedLater(RedeliversAckedLater):
@@ -313,12 +292,11 @@ class PersistentSecondRedeliversAckedLater(RedeliversAckedLater):
     mode SECOND with durability UNSETTLED_STATE (a two-phase persistent ACK that is "lost"); every other
     subscriber's ACK holds, as the reference's does."""
 
-    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
+    def puts_back(self, outstanding: Outstanding, delivery: Delivery) -> bool:
+        """An ACK on the consumer link's one path (UNSETTLED_STATE, SECOND) comes back as its parent's does."""
         link = delivery.link  # the consumer's link
-        if link.remote_source.durability == Terminus.DELIVERIES and link.rcv_settle_mode == Link.RCV_SECOND:
-            super()._on_consumer_disposition(connection, delivery)
-        else:
-            Broker._on_consumer_disposition(self, connection, delivery)
+        return link.remote_source.durability == Terminus.DELIVERIES and link.rcv_settle_mode == Link.RCV_SECOND \
+            and super().puts_back(outstanding, delivery)
 
 
 class DurableAttachNamesSubscription(Broker):
@@ -355,19 +333,16 @@ class SecondModeCommitKeepsAck(Broker):
             outstanding.subscription.pending.appendleft(outstanding.message)
 
 
-class RedeliversCommittedLater(RedeliversAckedLater):
+class RedeliversCommittedLater(PutsBackLater):
     """Acknowledges a durable subscriber's transactional ACK when its transaction commits, then (the ACK "lost")
-    puts the event back 0.25 s later; a plain ACK it keeps, as the reference does."""
-
-    def _on_consumer_disposition(self, connection: BrokerConnection, delivery: Delivery) -> None:
-        Broker._on_consumer_disposition(self, connection, delivery)  # a plain ACK holds (RedeliversAckedLater's not)
+    puts the event back 0.25 s later; a plain ACK it keeps, as the reference does (:meth:`puts_back` never)."""
 
     def _commit_ack(self, consumer: Any, delivery: Delivery, tag: bytes, outcome: Any) -> None:
         outstanding = consumer.outstanding.get(tag)
         super()._commit_ack(consumer, delivery, tag, outcome)
         if outstanding is not None and outstanding.subscription.durable \
                 and outstanding.message not in outstanding.subscription.pending:  # acknowledged, not given back
-            self._late.append((time.monotonic() + self.LATE_S, outstanding.subscription, outstanding.message))
+            self.put_back_later(outstanding)
 
 
 class DurableSubscribeSkipsAcl(Broker):
