@@ -10,7 +10,10 @@ For each size it
    and prints wall time, records/s and peak memory (driver JVM and Python);
 3. runs the same aggregation (matrix, regressions, flaky cases, deliveries and latency percentiles) in DuckDB
    on the same Parquet files in a child process, prints its figures, the Spark/DuckDB ratio and whether the
-   latency percentiles agree.
+   latency percentiles agree;
+4. with ingest, also turns the same JSON lines into the same partitioned Parquet tables with DuckDB (its JSON
+   reader builds columns; the memory Spark's driver is given), the single-node figure for ingest, and checks
+   that it reads as many results and frames as Spark's ingest writes.
 
     python benchmarks/pipeline_bench.py                 # sizes 'small' then 'full' (>= 10 M frame records)
     python benchmarks/pipeline_bench.py --sizes tiny    # a quick look
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import shutil
 import statistics
@@ -400,6 +404,60 @@ def run_duckdb(warehouse: str) -> dict:
             "counts": counts, "latency": latency, "outputs": outputs}
 
 
+def duckdb_memory(spark_memory: str) -> str:
+    """Spark's spelling of a memory size (``2317m``, ``4g``, ``512k``, bytes with no unit) in DuckDB's
+    (``2317MiB``, ``4GiB``); raises ValueError for anything else."""
+    found = re.fullmatch(r"(\d+)([kmgt]?)b?", spark_memory.strip().lower())
+    if found is None:
+        raise ValueError(f"not a memory size as Spark spells it: {spark_memory!r} (e.g. 2317m, 4g)")
+    return f"{found[1]}{found[2].upper()}iB" if found[2] else f"{found[1]}B"
+
+
+def duckdb_ingest(run_dir: str, warehouse: str, memory: str) -> dict:
+    """In this (child) process: the export in ``run_dir`` -> ``warehouse``'s ``results`` and ``frames`` tables
+    (Parquet, partitioned by broker, run date and run id, as ingest writes them; the frames' key fields typed,
+    ``fields`` kept as JSON) with DuckDB, given ``memory`` (DuckDB's spelling, ``2317MiB``) as Spark's driver is.
+    The single-node figure for ingest: no line checks, no malformed-line report, one run directory."""
+    import duckdb
+    from amqp_conformance.reports.records import KEY_FIELDS
+
+    types = {"long": "BIGINT", "boolean": "BOOLEAN", "string": "VARCHAR"}
+    key = ", ".join(f"{name} {types[kind]}" for name, _, kind in KEY_FIELDS)
+    frame_columns = {"run_id": "VARCHAR", "case_id": "VARCHAR", "expectation_set": "VARCHAR", "seq": "BIGINT",
+                     "t_ns": "BIGINT", "party": "VARCHAR", "dir": "VARCHAR", "channel": "BIGINT",
+                     "performative": "VARCHAR", "fields": "JSON", "payload_len": "BIGINT", "raw_hex": "VARCHAR",
+                     "key_fields": f"STRUCT({key})"}
+    columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in frame_columns.items()) + "}"
+    partitioned = "(FORMAT PARQUET, PARTITION_BY (broker, run_date, run_id))"
+    Path(warehouse).mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{memory}'")
+    con.execute("SET preserve_insertion_order = false")
+    start = time.perf_counter()
+    con.execute(f"""CREATE TABLE results AS
+        SELECT * EXCLUDE (source, broker, started_at), source.document AS source_document,
+               source.heading AS source_heading, source.row AS source_row, broker.name AS broker,
+               broker.version AS broker_version, broker.launcher AS broker_launcher, broker.url AS broker_url,
+               TRY_CAST(started_at AS TIMESTAMP) AS started_at,
+               CAST(min(TRY_CAST(started_at AS TIMESTAMP)) OVER (PARTITION BY run_id) AS DATE) AS run_date
+        FROM read_json('{run_dir}/results.jsonl/part-*', format = 'newline_delimited')""")
+    con.execute(f"COPY results TO '{warehouse}/results' {partitioned}")
+    con.execute(f"""COPY (SELECT f.* EXCLUDE (key_fields), unnest(f.key_fields), r.broker, r.broker_version,
+                                 r.run_date
+                          FROM read_json('{run_dir}/frames.jsonl/part-*', format = 'newline_delimited',
+                                         columns = {columns}) f
+                          JOIN (SELECT DISTINCT run_id, broker, broker_version, run_date FROM results) r
+                          USING (run_id))
+                    TO '{warehouse}/frames' {partitioned}""")
+    wall = time.perf_counter() - start
+
+    def rows(table: str) -> int:
+        return con.execute(f"SELECT count(*) FROM read_parquet('{warehouse}/{table}/**/*.parquet')").fetchone()[0]
+
+    return {"wall_s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "results": rows("results"), "frames": rows("frames"), "memory": memory}
+
+
 def agree(spark_latency: list[dict], duck_latency: list[dict]) -> bool:
     """True when both engines give the same latency rows (percentiles to the microsecond, +-0.001 ms)."""
     def key(r: dict) -> tuple:
@@ -463,6 +521,8 @@ def main() -> int:
     parser.add_argument("--remote", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--duckdb-child", metavar="WAREHOUSE", help=argparse.SUPPRESS)
     parser.add_argument("--ingest-child", nargs=2, metavar=("RUN_DIR", "WAREHOUSE"), help=argparse.SUPPRESS)
+    parser.add_argument("--duckdb-ingest-child", nargs=3, metavar=("RUN_DIR", "WAREHOUSE", "MEMORY"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--pipeline-child", nargs=2, metavar=("WAREHOUSE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warm_runs < 2:
@@ -472,6 +532,9 @@ def main() -> int:
         return 0
     if args.ingest_child:
         print(json.dumps(ingest_child(*args.ingest_child, args.driver_memory, args.remote)))
+        return 0
+    if args.duckdb_ingest_child:
+        print(json.dumps(duckdb_ingest(*args.duckdb_ingest_child)))
         return 0
     if args.pipeline_child:
         print(json.dumps(pipeline_child(*args.pipeline_child, args.driver_memory, args.remote)))
@@ -506,11 +569,14 @@ def main() -> int:
             done_marker.write_text(json.dumps(marker))
             n_results, n_frames = marker["results"], marker["frames"]
             generated = time.perf_counter() - start
-            ingested = None
+            ingested = duck_ingested = None
             if args.ingest:
                 shutil.rmtree(work / size / "ingested", ignore_errors=True)
                 ingested = child("--ingest-child", str(work / size / "jsonl-run"), str(work / size / "ingested"),
                                  *memory)
+                shutil.rmtree(work / size / "ingested-duckdb", ignore_errors=True)
+                duck_ingested = child("--duckdb-ingest-child", str(work / size / "jsonl-run"),
+                                      str(work / size / "ingested-duckdb"), duckdb_memory(ingested["driver_memory"]))
             report = work / size / "report"
             figures = child("--pipeline-child", warehouse, str(report), *memory)
             duck = child("--duckdb-child", warehouse)
@@ -520,6 +586,9 @@ def main() -> int:
             if warm:
                 for name, ok in agreement(work / size / "report-warm", duck).items():
                     agreed[f"{name} (warm)"] = ok
+            if duck_ingested:
+                agreed["ingest counts"] = (duck_ingested["results"], duck_ingested["frames"]) == \
+                    (ingested["results"], ingested["frames"])
             records = n_results + n_frames
             print(f"\n== size {size}: {brokers} brokers x {versions} versions x {cases} cases x {runs} runs, "
                   f"{frames} frames a case run ==")
@@ -531,6 +600,11 @@ def main() -> int:
                       f"{read / ingested['wall_s']:,.0f} records/s, {read:,} records, {ingested['malformed']} "
                       f"malformed, driver JVM peak {ingested['jvm_peak_mb']:.0f} MiB "
                       f"(driver memory {ingested['driver_memory']})")
+                print(f"duckdb ingest (1 node, the same lines -> the same partitioned tables): "
+                      f"{duck_ingested['wall_s']:.1f} s wall, {duck_ingested['results']:,} results + "
+                      f"{duck_ingested['frames']:,} frames, peak memory {duck_ingested['peak_mb']:.0f} MiB "
+                      f"(memory limit {duck_ingested['memory']}); Spark ingest / DuckDB ingest "
+                      f"{ingested['wall_s'] / duck_ingested['wall_s']:.2f}")
             print(f"spark pipeline: {figures['wall_s']:.1f} s wall, {records / figures['wall_s']:,.0f} records/s, "
                   f"peak memory: driver JVM {figures['jvm_peak_mb']:.0f} MiB (driver memory "
                   f"{figures['driver_memory']}, {figures['shuffle_partitions']} shuffle partitions), "
@@ -550,7 +624,7 @@ def main() -> int:
                 print(f"ratio spark (warm) / duckdb wall time: {warm['warm_pipeline'] / duck['wall_s']:.2f}")
             print(f"ratio spark/duckdb wall time: {figures['wall_s'] / duck['wall_s']:.2f}; outputs agree with "
                   f"DuckDB: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in agreed.items()))
-            table.append((size, records, ingested, figures, duck, agreed, warm))
+            table.append((size, records, ingested, figures, duck, agreed, warm, duck_ingested))
             if not args.reuse:
                 shutil.rmtree(work / size, ignore_errors=True)
     finally:
@@ -565,19 +639,20 @@ def main() -> int:
 def print_table(rows: list[tuple]) -> None:
     """All sizes' figures side by side, one line a size (the table docs/pipeline.md records): a cold JVM a
     job, then (when measured) the warm Spark Connect server's second run of each job."""
-    print("\n| size | records | Spark ingest | Spark pipeline | driver JVM peak (heap) | DuckDB | DuckDB peak "
-          "| Spark / DuckDB | warm ingest | warm pipeline | server peak (heap) | warm Spark / DuckDB "
+    print("\n| size | records | Spark ingest | DuckDB ingest | Spark pipeline | driver JVM peak (heap) | DuckDB "
+          "| DuckDB peak | Spark / DuckDB | warm ingest | warm pipeline | server peak (heap) | warm Spark / DuckDB "
           "| outputs agree |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for size, records, ingested, spark, duck, agreed, warm in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for size, records, ingested, spark, duck, agreed, warm, duck_ingested in rows:
         ingest = f"{ingested['wall_s']:.1f} s" if ingested else "-"
+        duck_ingest = f"{duck_ingested['wall_s']:.1f} s" if duck_ingested else "-"
         warm_ingest = f"{warm['warm_ingest']:.1f} s" if warm and ingested else "-"
         warm_cells = ("- | - | -" if not warm else
                       f"{warm['warm_pipeline']:.1f} s | {warm['server_peak_mb']:,.0f} MiB ({warm['heap']}) "
                       f"| {warm['warm_pipeline'] / duck['wall_s']:.2f}")
-        print(f"| {size} | {records:,} | {ingest} | {spark['wall_s']:.1f} s | {spark['jvm_peak_mb']:,.0f} MiB "
-              f"({spark['driver_memory']}) | {duck['wall_s']:.1f} s | {duck['peak_mb']:,.0f} MiB | "
-              f"{spark['wall_s'] / duck['wall_s']:.2f} | {warm_ingest} | {warm_cells} "
+        print(f"| {size} | {records:,} | {ingest} | {duck_ingest} | {spark['wall_s']:.1f} s "
+              f"| {spark['jvm_peak_mb']:,.0f} MiB ({spark['driver_memory']}) | {duck['wall_s']:.1f} s "
+              f"| {duck['peak_mb']:,.0f} MiB | {spark['wall_s'] / duck['wall_s']:.2f} | {warm_ingest} | {warm_cells} "
               f"| {'all' if all(agreed.values()) else 'NOT ALL'} |")
 
 
