@@ -1,5 +1,6 @@
-"""What the hand-written mutants are built from: the :class:`Mutant` record, and a broker whose frames are
-rewritten on their way to the socket (its engine, and so its state, untouched).
+"""What the hand-written mutants are built from: the :class:`Mutant` record, a broker whose frames are
+rewritten on their way to the socket (its engine, and so its state, untouched), and a broker that puts a
+settled message back later (:class:`PutsBackLater`).
 
 The mutants themselves live in ``mutants.py`` (the registry, :data:`~.mutants.MUTANTS`) and the modules it
 gathers (``mutants_core``, ``mutants_umrouter``, ``mutants_errorswire``, ``mutants_sasl``, ``router_mutants``);
