@@ -413,22 +413,28 @@ def duckdb_memory(spark_memory: str) -> str:
     return f"{found[1]}{found[2].upper()}iB" if found[2] else f"{found[1]}B"
 
 
+def duckdb_type(spark_type) -> str:
+    """DuckDB's name for a Spark SQL type of the record schemas (string, long, boolean, and structs of them)."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(spark_type, StructType):
+        return "STRUCT(" + ", ".join(f"{f.name} {duckdb_type(f.dataType)}" for f in spark_type.fields) + ")"
+    return {"string": "VARCHAR", "bigint": "BIGINT", "boolean": "BOOLEAN"}[spark_type.simpleString()]
+
+
 def duckdb_ingest(run_dir: str, warehouse: str, memory: str) -> dict:
     """In this (child) process: the export in ``run_dir`` -> ``warehouse``'s ``results`` and ``frames`` tables
     (Parquet, partitioned by broker, run date and run id, as ingest writes them; the frames' key fields typed,
     ``fields`` kept as JSON) with DuckDB, given ``memory`` (DuckDB's spelling, ``2317MiB``) as Spark's driver is.
     The single-node figure for ingest: no line checks, no malformed-line report, one run directory."""
     import duckdb
-    from amqp_conformance.reports.records import KEY_FIELDS
+    from amqp_conformance.reports.pipeline.schema import CORRUPT, FRAME_LINE, PARTITIONS
 
-    types = {"long": "BIGINT", "boolean": "BOOLEAN", "string": "VARCHAR"}
-    key = ", ".join(f"{name} {types[kind]}" for name, _, kind in KEY_FIELDS)
-    frame_columns = {"run_id": "VARCHAR", "case_id": "VARCHAR", "expectation_set": "VARCHAR", "seq": "BIGINT",
-                     "t_ns": "BIGINT", "party": "VARCHAR", "dir": "VARCHAR", "channel": "BIGINT",
-                     "performative": "VARCHAR", "fields": "JSON", "payload_len": "BIGINT", "raw_hex": "VARCHAR",
-                     "key_fields": f"STRUCT({key})"}
-    columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in frame_columns.items()) + "}"
-    partitioned = "(FORMAT PARQUET, PARTITION_BY (broker, run_date, run_id))"
+    # the frame line's columns as Spark's ingest reads them (schema.FRAME_LINE), but `fields` as JSON: an object
+    # in the line, which DuckDB keeps as JSON text where Spark's JSON source keeps the text it read
+    columns = "{" + ", ".join(f"'{f.name}': '{'JSON' if f.name == 'fields' else duckdb_type(f.dataType)}'"
+                              for f in FRAME_LINE.fields if f.name != CORRUPT) + "}"
+    partitioned = f"(FORMAT PARQUET, PARTITION_BY ({', '.join(PARTITIONS)}))"
     Path(warehouse).mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     con.execute(f"SET memory_limit = '{memory}'")
