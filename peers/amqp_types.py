@@ -81,6 +81,15 @@ DESCRIBED_TYPES: tuple[DescribedType, ...] = (
 BY_CODE: dict[int, DescribedType] = {t.code: t for t in DESCRIBED_TYPES}
 BY_SYMBOL: dict[str, DescribedType] = {t.symbol: t for t in DESCRIBED_TYPES}
 BY_NAME: dict[str, DescribedType] = {t.name: t for t in DESCRIBED_TYPES}
+# 3.4: the delivery states; 4.5.5 adds transactional-state, which carries one of the outcomes among them.
+DELIVERY_STATE_NAMES = ("received", "accepted", "rejected", "released", "modified")
+
+
+def descriptors(name: str) -> tuple[int, str]:
+    """Both descriptors of the described type ``name``: its numeric code and its symbol, the two forms a
+    decoded descriptor may take (1.5, "descriptor"). Raises KeyError for a name not in the table."""
+    described_type = BY_NAME[name]
+    return described_type.code, described_type.symbol
 
 PERFORMATIVES = frozenset(
     "open begin attach flow transfer disposition detach end close".split()

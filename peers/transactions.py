@@ -17,7 +17,7 @@ from .amqp_types import BY_NAME
 from .frames import Frame, described
 from .peer import ScriptedPeer
 
-TRANSACTIONAL_STATE = 0x34
+TRANSACTIONAL_STATE = BY_NAME["transactional-state"].code
 LOCAL_TRANSACTIONS = "amqp:local-transactions"
 SOURCE_OUTCOMES = ("amqp:accepted:list", "amqp:rejected:list")
 _ids = itertools.count(1)

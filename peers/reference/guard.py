@@ -17,11 +17,12 @@ from typing import Any
 
 from proton import Data
 
-from ..amqp_types import PERFORMATIVES
+from ..amqp_types import BY_NAME, DELIVERY_STATE_NAMES, PERFORMATIVES
 from ..frames import FRAME_TYPE_AMQP, Frame, body_field_types
 
 UNLIMITED = 0xFFFFFFFF
-DELIVERY_STATES = {0x23, 0x24, 0x25, 0x26, 0x27, 0x34}  # 3.4 delivery states, 4.5.5 transactional-state
+# 3.4 delivery states and 4.5.5 transactional-state: the descriptor codes a transfer or disposition state may have
+DELIVERY_STATES = frozenset(BY_NAME[name].code for name in (*DELIVERY_STATE_NAMES, "transactional-state"))
 MAX_TAG = 32  # 2.8.7 delivery-tag: a binary of at most 32 octets
 
 # 2.7: the mandatory fields of each performative.

@@ -134,7 +134,7 @@ class SettlesAcceptedAsReleased(RewritingBroker):
         state = frame.fields.get("state") if frame.performative == "disposition" else None
         if frame.fields.get("role") != "sender" or not isinstance(state, dict) or state.get("@type") != "accepted":
             return frame.raw
-        return with_field(frame, DISPOSITION_STATE, Described(ulong(0x26), []))
+        return with_field(frame, DISPOSITION_STATE, Described(ulong(BY_NAME["released"].code), []))
 
 
 class RepeatsPublishAnswer(RewritingBroker):

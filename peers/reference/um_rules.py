@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Condition, Delivery, Described, Endpoint, Link, Message, Terminus, symbol
 
+from ..amqp_types import BY_NAME, descriptors
 from ..engine import delivery_tag
 from ..frames import described
 from .acl import Acl
@@ -34,10 +35,11 @@ if TYPE_CHECKING:
     from .broker import BrokerConnection, Consumer, Outstanding
     from .store import Node, StoredMessage, Subscription
 
-DECLARED = 0x33
-TRANSACTIONAL_STATE = 0x34
-DECLARE_DESCRIPTORS = (0x31, "amqp:declare:list")
-DISCHARGE_DESCRIPTORS = (0x32, "amqp:discharge:list")
+DECLARED = BY_NAME["declared"].code
+TRANSACTIONAL_STATE = BY_NAME["transactional-state"].code
+DECLARE_DESCRIPTORS = descriptors("declare")
+DISCHARGE_DESCRIPTORS = descriptors("discharge")
+PUT_BACK_OUTCOMES = (*descriptors("released"), *descriptors("modified"))  # a committed release puts the message back
 
 
 def stored_count(node: Node) -> int:
@@ -288,7 +290,7 @@ class UmRules:
         outstanding = consumer.outstanding.pop(tag, None)
         if outstanding is None:
             return
-        if outcome in (0x26, 0x27, "amqp:released:list", "amqp:modified:list"):
+        if outcome in PUT_BACK_OUTCOMES:
             outstanding.subscription.requeue(outstanding.message.eid)
             answer = Delivery.RELEASED
         else:
