@@ -39,7 +39,7 @@ DECLARED = BY_NAME["declared"].code
 TRANSACTIONAL_STATE = BY_NAME["transactional-state"].code
 DECLARE_DESCRIPTORS = descriptors("declare")
 DISCHARGE_DESCRIPTORS = descriptors("discharge")
-PUT_BACK_OUTCOMES = (*descriptors("released"), *descriptors("modified"))  # a committed release puts the message back
+PUT_BACK_OUTCOMES = (*descriptors("released"), *descriptors("modified"))  # a committed one puts the message back
 
 
 def stored_count(node: Node) -> int:

@@ -10,6 +10,7 @@ import json
 from itertools import pairwise
 
 import pytest
+from amqp_conformance.peers.amqp_types import BY_NAME, DELIVERY_STATE_NAMES, descriptors
 from amqp_conformance.peers.engine import CapturingEngine
 from amqp_conformance.peers.frames import (
     AMQP_HEADER,
@@ -339,6 +340,26 @@ def test_described_rejects_unknown_field_listing_valid_ones():
 def test_described_unknown_type_raises_key_error():
     with pytest.raises(KeyError):
         described("no-such-performative")
+
+
+# the codes and symbols as AMQP 1.0 assigns them (3.4, 4.5), written out here, not read from the table under test
+@pytest.mark.parametrize(("name", "code", "symbol_name"), [
+    ("received", 0x23, "amqp:received:list"), ("accepted", 0x24, "amqp:accepted:list"),
+    ("rejected", 0x25, "amqp:rejected:list"), ("released", 0x26, "amqp:released:list"),
+    ("modified", 0x27, "amqp:modified:list"), ("declare", 0x31, "amqp:declare:list"),
+    ("discharge", 0x32, "amqp:discharge:list"), ("declared", 0x33, "amqp:declared:list"),
+    ("transactional-state", 0x34, "amqp:transactional-state:list")])
+def test_descriptors_are_the_code_and_symbol_the_specification_assigns(name, code, symbol_name):
+    assert descriptors(name) == (code, symbol_name)
+
+
+def test_delivery_state_names_are_the_five_states_of_section_3_4():
+    assert sorted(BY_NAME[name].code for name in DELIVERY_STATE_NAMES) == [0x23, 0x24, 0x25, 0x26, 0x27]
+
+
+def test_descriptors_of_a_name_not_in_the_table_raise_key_error():
+    with pytest.raises(KeyError):
+        descriptors("acknowledged")
 
 
 def test_described_uses_descriptor_code_and_spec_order():
