@@ -85,11 +85,16 @@ BY_NAME: dict[str, DescribedType] = {t.name: t for t in DESCRIBED_TYPES}
 DELIVERY_STATE_NAMES = ("received", "accepted", "rejected", "released", "modified")
 
 
-def descriptors(name: str) -> tuple[int, str]:
-    """Both descriptors of the described type ``name``: its numeric code and its symbol, the two forms a
-    decoded descriptor may take (1.5, "descriptor"). Raises KeyError for a name not in the table."""
-    described_type = BY_NAME[name]
-    return described_type.code, described_type.symbol
+def type_of(descriptor: object) -> DescribedType | None:
+    """The described type a decoded descriptor names, in either of its two forms (1.5, "descriptor"): a
+    number is looked up by code, a symbol (any ``str``) by its symbolic name. None for a descriptor not in
+    the table, and for anything that is neither a number nor a symbol (``None`` included)."""
+    if isinstance(descriptor, int):
+        return BY_CODE.get(int(descriptor))
+    if isinstance(descriptor, str):
+        return BY_SYMBOL.get(str(descriptor))
+    return None
+
 
 PERFORMATIVES = frozenset(
     "open begin attach flow transfer disposition detach end close".split()

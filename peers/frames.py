@@ -16,7 +16,7 @@ from typing import Any
 
 from proton import Array, Data, Described, ulong
 
-from .amqp_types import BY_CODE, BY_NAME, BY_SYMBOL, CHOICE_FIELDS
+from .amqp_types import BY_NAME, CHOICE_FIELDS, type_of
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -86,11 +86,7 @@ def normalize(value: Any, owner: str | None = None, field_name: str | None = Non
     """
     if isinstance(value, Described):
         descriptor = value.descriptor
-        known = None
-        if isinstance(descriptor, int):
-            known = BY_CODE.get(int(descriptor))
-        elif isinstance(descriptor, str):
-            known = BY_SYMBOL.get(str(descriptor))
+        known = type_of(descriptor)
         if known is not None and isinstance(value.value, list):
             out: dict[str, Any] = {"@type": known.name}
             for name, item in zip(known.fields, value.value, strict=False):

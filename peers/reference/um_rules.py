@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Condition, Delivery, Described, Endpoint, Link, Message, Terminus, symbol
 
-from ..amqp_types import BY_NAME, descriptors
+from ..amqp_types import BY_NAME, type_of
 from ..engine import delivery_tag
 from ..frames import described
 from .acl import Acl
@@ -37,9 +37,7 @@ if TYPE_CHECKING:
 
 DECLARED = BY_NAME["declared"].code
 TRANSACTIONAL_STATE = BY_NAME["transactional-state"].code
-DECLARE_DESCRIPTORS = descriptors("declare")
-DISCHARGE_DESCRIPTORS = descriptors("discharge")
-PUT_BACK_OUTCOMES = (*descriptors("released"), *descriptors("modified"))  # a committed one puts the message back
+PUT_BACK_OUTCOMES = ("released", "modified")  # a committed transactional disposition of these puts the message back
 
 
 def stored_count(node: Node) -> int:
@@ -47,9 +45,11 @@ def stored_count(node: Node) -> int:
     return len(node.queue.pending) + len(node.queue.outstanding)
 
 
-def _descriptor(value: Any) -> Any:
-    descriptor = getattr(value, "descriptor", None)
-    return str(descriptor) if isinstance(descriptor, symbol) else int(descriptor) if descriptor is not None else None
+def _type_name(value: Any) -> str | None:
+    """The name of the described type ``value`` is (a decoded control message or outcome), whichever form
+    its descriptor takes; None when it is not a described value or its descriptor is not in the table."""
+    described_type = type_of(getattr(value, "descriptor", None))
+    return described_type.name if described_type is not None else None
 
 
 def _filter_map(link: Link) -> Any:
@@ -219,13 +219,13 @@ class UmRules:
             body = message.body
         except Exception:  # a control message proton cannot decode
             body = None
-        kind = _descriptor(body)
-        if kind in DECLARE_DESCRIPTORS:
+        kind = _type_name(body)
+        if kind == "declare":
             txn_id = self.transactions.declare(connection, link.name)
             delivery.local.data = [txn_id]
             delivery.update(DECLARED)
             delivery.settle()
-        elif kind in DISCHARGE_DESCRIPTORS:
+        elif kind == "discharge":
             fields = list(body.value or [])
             txn_id = bytes(fields[0]) if fields and fields[0] is not None else b""
             fail = bool(fields[1]) if len(fields) > 1 and fields[1] is not None else False
@@ -271,7 +271,7 @@ class UmRules:
         if state == TRANSACTIONAL_STATE:
             data = list(delivery.remote.data or [])
             txn_id = bytes(data[0]) if data and data[0] is not None else b""
-            outcome = _descriptor(data[1]) if len(data) > 1 else None
+            outcome = _type_name(data[1]) if len(data) > 1 else None
             try:
                 self.transactions.stage(txn_id, commit=lambda: self._commit_ack(consumer, delivery, tag, outcome))
             except UnknownTransaction:
@@ -286,7 +286,7 @@ class UmRules:
                 return True
         return False
 
-    def _commit_ack(self, consumer: Consumer, delivery: Delivery, tag: bytes, outcome: Any) -> None:
+    def _commit_ack(self, consumer: Consumer, delivery: Delivery, tag: bytes, outcome: str | None) -> None:
         outstanding = consumer.outstanding.pop(tag, None)
         if outstanding is None:
             return

@@ -10,7 +10,7 @@ import json
 from itertools import pairwise
 
 import pytest
-from amqp_conformance.peers.amqp_types import BY_NAME, DELIVERY_STATE_NAMES, descriptors
+from amqp_conformance.peers.amqp_types import BY_NAME, DELIVERY_STATE_NAMES, type_of
 from amqp_conformance.peers.engine import CapturingEngine
 from amqp_conformance.peers.frames import (
     AMQP_HEADER,
@@ -349,17 +349,21 @@ def test_described_unknown_type_raises_key_error():
     ("modified", 0x27, "amqp:modified:list"), ("declare", 0x31, "amqp:declare:list"),
     ("discharge", 0x32, "amqp:discharge:list"), ("declared", 0x33, "amqp:declared:list"),
     ("transactional-state", 0x34, "amqp:transactional-state:list")])
-def test_descriptors_are_the_code_and_symbol_the_specification_assigns(name, code, symbol_name):
-    assert descriptors(name) == (code, symbol_name)
+def test_type_of_finds_the_type_by_the_code_and_by_the_symbol_the_specification_assigns(name, code, symbol_name):
+    by_code, by_symbol = type_of(ulong(code)), type_of(symbol(symbol_name))
+    assert by_code is not None and by_code.name == name
+    assert by_symbol is by_code
+    assert (by_code.code, by_code.symbol) == (code, symbol_name)
 
 
 def test_delivery_state_names_are_the_five_states_of_section_3_4():
     assert sorted(BY_NAME[name].code for name in DELIVERY_STATE_NAMES) == [0x23, 0x24, 0x25, 0x26, 0x27]
 
 
-def test_descriptors_of_a_name_not_in_the_table_raise_key_error():
-    with pytest.raises(KeyError):
-        descriptors("acknowledged")
+@pytest.mark.parametrize("descriptor", [
+    ulong(0x2a), symbol("amqp:acknowledged:list"), symbol("amqp:accepted"), None, b"amqp:accepted:list", 36.0])
+def test_type_of_an_unknown_descriptor_or_one_of_neither_form_is_none(descriptor):
+    assert type_of(descriptor) is None
 
 
 def test_described_uses_descriptor_code_and_spec_order():
