@@ -350,13 +350,28 @@ def diff_key(diff: str) -> str:
     return re.sub(r"__mutmut_\d+", "__mutmut_N", "\n".join(lines))
 
 
+def changed_lines_key(diff: str) -> str:
+    """A mutant's diff reduced to the lines it takes away and puts in (``-`` and ``+``, without the file names):
+    what stays the same when only the code around the mutated line changed."""
+    return "\n".join(line for line in diff.strip().splitlines()
+                     if line.startswith(("-", "+")) and not line.startswith(("--- ", "+++ ")))
+
+
+def function_of(mutant: str) -> str:
+    """The mutated function a mutant's name names (mutmut's name without its ``__mutmut_N`` number)."""
+    return mutant.rsplit("__mutmut_", 1)[0]
+
+
 @dataclass
 class CarryOver:
     """Triage entries to carry over to renumbered mutants: ``moves`` (triaged name -> the surviving mutant
-    whose diff is the one that entry was written for) and ``unmatched`` (entries whose own mutant now has
-    another diff, or is gone, and whose diff no survivor has: to triage again by hand)."""
+    whose diff is the one that entry was written for), ``by_changed_lines`` (the entries, by the name they take,
+    matched by the lines their mutant changes alone: the code around it changed, so each reason is to be read
+    again) and ``unmatched`` (entries whose own mutant now has another diff, or is gone, and whose diff no
+    survivor has: to triage again by hand)."""
 
     moves: dict[str, str] = field(default_factory=dict)
+    by_changed_lines: list[str] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)
 
 
@@ -366,11 +381,18 @@ def carry_over(triage: dict[str, dict[str, str]], results: list[MutantResult],
     (its ``diff``, :func:`record_triage_diffs`), else the ``previous`` report's (:func:`survivor_diffs`).
     mutmut numbers a function's mutants in order, so a change to a mutated function renames its survivors, and
     an entry may now name a killed mutant, or another survivor. An entry moves to the survivor (same module)
-    that has the diff it was written for, unless its own name still has that diff."""
+    that has the diff it was written for, unless its own name still has that diff.
+
+    A change near a mutated line changes the diff's context lines too. An entry no survivor's whole diff matches
+    is then matched by the lines it changes (:func:`changed_lines_key`), in the same function only, and only when
+    one survivor not matched already has them (its own mutant first): it keeps or takes that name, is listed in
+    ``by_changed_lines``, and :func:`record_triage_diffs` writes its new diff."""
     run_modules = {r.module for r in results}
     survivors = {r.name: diff_key(r.diff) for r in results if not r.killed}
-    written_for = {name: diff_key(entry.get("diff") or previous[name]) for name, entry in triage.items()
-                   if (entry.get("diff") or name in previous) and module_of(name) in run_modules}
+    changed_lines = {r.name: changed_lines_key(r.diff) for r in results if not r.killed}
+    written = {name: entry.get("diff") or previous[name] for name, entry in triage.items()
+               if (entry.get("diff") or name in previous) and module_of(name) in run_modules}
+    written_for = {name: diff_key(diff) for name, diff in written.items()}
     wanted = [name for name, key in written_for.items() if survivors.get(name) != key]
     settled = {name for name, key in written_for.items() if survivors.get(name) == key}
     by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -378,19 +400,35 @@ def carry_over(triage: dict[str, dict[str, str]], results: list[MutantResult],
         if name not in settled:
             by_key[(module_of(name), key)].append(name)
     carry = CarryOver()
+    left = []
     for name in sorted(wanted):
         candidates = by_key.get((module_of(name), written_for[name]), [])
         if candidates:
             carry.moves[name] = candidates.pop(0)
         else:
+            left.append(name)
+    claimed = settled | set(carry.moves.values())
+    for name in left:
+        lines = changed_lines_key(written[name])
+        same = [s for s in sorted(changed_lines) if function_of(s) == function_of(name) and s not in claimed
+                and changed_lines[s] == lines]
+        found = name if name in same else same[0] if len(same) == 1 else None
+        if found is None:
             carry.unmatched.append(name)
+            continue
+        claimed.add(found)
+        carry.by_changed_lines.append(found)
+        if found != name:
+            carry.moves[name] = found
     while True:  # a move onto a name whose own entry stays would triage that mutant twice: drop it
         blocked = [old for old, new in carry.moves.items() if new in triage and new not in carry.moves]
         if not blocked:
             break
         for old in blocked:
+            carry.by_changed_lines = [n for n in carry.by_changed_lines if n != carry.moves[old]]
             del carry.moves[old]
             carry.unmatched.append(old)
+    carry.by_changed_lines.sort()
     carry.unmatched.sort()
     return carry
 
@@ -649,6 +687,10 @@ def main(argv: list[str] | None = None) -> int:
         print("triage entries whose mutants were renumbered (same diff; --carry-triage renames them):")
         for old, new in sorted(carry.moves.items()):
             print(f"  {old.rsplit('.', 1)[-1]} -> {new.rsplit('.', 1)[-1]}")
+    if carry.by_changed_lines:
+        print("triage entries matched by the lines their mutant changes alone (the code around it changed; "
+              + ("their diffs are written anew" if args.carry_triage else "--carry-triage carries them")
+              + "; read each reason again): " + ", ".join(name.rsplit(".", 1)[-1] for name in carry.by_changed_lines))
     if carry.unmatched:
         print("triage entries written for a diff no survivor has now (triage them again): "
               + ", ".join(name.rsplit(".", 1)[-1] for name in carry.unmatched))
