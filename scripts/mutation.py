@@ -351,9 +351,9 @@ def diff_key(diff: str) -> str:
 
 
 def changed_lines_key(diff: str) -> str:
-    """A mutant's diff reduced to the lines it takes away and puts in (``-`` and ``+``, without the file names):
-    what stays the same when only the code around the mutated line changed."""
-    return "\n".join(line for line in diff.strip().splitlines()
+    """A mutant's :func:`diff_key` reduced to the lines it takes away and puts in (``-`` and ``+``, without the
+    file names): what stays the same when only the code around the mutated line changed."""
+    return "\n".join(line for line in diff_key(diff).splitlines()
                      if line.startswith(("-", "+")) and not line.startswith(("--- ", "+++ ")))
 
 
@@ -684,7 +684,8 @@ def main(argv: list[str] | None = None) -> int:
             result.triage = triage.get(result.name)
         carry = carry_over(triage, results, {carry.moves.get(n, n): d for n, d in previous.items()})
     elif carry.moves:
-        print("triage entries whose mutants were renumbered (same diff; --carry-triage renames them):")
+        print("triage entries whose mutants were renumbered (same diff, or the same changed lines listed below; "
+              "--carry-triage renames them):")
         for old, new in sorted(carry.moves.items()):
             print(f"  {old.rsplit('.', 1)[-1]} -> {new.rsplit('.', 1)[-1]}")
     if carry.by_changed_lines:
