@@ -26,6 +26,8 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .turns import OwnClock
+
 TABLES = {socket.AF_INET: "/proc/net/tcp", socket.AF_INET6: "/proc/net/tcp6"}
 LOOK_FLOOR = 0.5  # seconds at least from one look to the next (a starved broker reads in bursts)
 # a wait shorter than this is a poll (``pump(timeout=0)`` moves the bytes that are there): never extended, never
@@ -121,3 +123,25 @@ class Reading:
         if not self.goes_on(unread_bytes(sock)):
             return 0.0
         return max(base, LOOK_FLOOR)
+
+
+class WaitBudget:
+    """One wait's time-out: ``base`` seconds of the waiting thread's own time (:class:`.turns.OwnClock`: time queued
+    for a turn under ``run -n`` does not count), lengthened while a broker on this host still reads what the peer
+    wrote (:class:`Reading`). Make one per wait."""
+
+    def __init__(self, base: float) -> None:
+        self.base = self.budget = base
+        self.clock = OwnClock()
+        self.reading = Reading()
+
+    def remaining(self, sock: socket.socket | None, ended: bool) -> float:
+        """Seconds left of the wait on ``sock``, 0 or less once it is over. When the time-out has come and the
+        stream has not ``ended``, the broker's unread bytes are looked at (:meth:`Reading.more_time`): while it
+        reads, the time-out moves on and the seconds it adds are returned."""
+        remaining = self.budget - self.clock.elapsed()
+        if remaining <= 0 and not ended:
+            more = self.reading.more_time(sock, self.base, self.clock.elapsed())
+            if more:
+                self.budget, remaining = self.clock.elapsed() + more, more
+        return remaining

@@ -23,7 +23,7 @@ from proton import SASL, Delivery, Link, Message, Receiver, Sender, Session, Ter
 
 from . import recvtime
 from .address import BrokerAddress
-from .backlog import Reading
+from .backlog import WaitBudget
 from .ended import ANY_SESSION, nothing_more
 from .engine import CapturingEngine, delivery_tag
 from .frames import Frame, FrameSplitter, FramingError, first_frame, frames_text, render
@@ -32,8 +32,8 @@ from .matching import mismatches
 from .recvtime import recv_stamped
 from .sequence import in_span
 from .tls import TlsSetupError, client_context
-from .transfers import came_settled, deliveries, payload_of
-from .turns import OwnClock, shared, waiting
+from .transfers import DeliveryGrouping, came_settled, payload_of
+from .turns import shared, waiting
 
 DEFAULT_TIMEOUT = 2.0
 DEFAULT_QUIET = 0.3
@@ -140,6 +140,7 @@ class ScriptedPeer:
         self.min_watch = min_watch
         self.label = label
         self.engine = CapturingEngine(server=False, max_frame_size=max_frame_size)
+        self._inbound = DeliveryGrouping("in")  # the broker's deliveries, grouped as the capture grows
         self.connection = self.engine.connection
         self.connection.container = container_id or f"amqp-conformance-{uuid.uuid4().hex[:12]}"
         self.connection.hostname = hostname or address.host  # the open frame's; TLS names address.host
@@ -249,10 +250,8 @@ class ScriptedPeer:
         """
         if self._sock is None:
             raise PeerError("the peer is not connected")
-        clock = OwnClock()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
-        floor = clock.started + self.min_watch
-        base = budget = max(self.timeout if timeout is None else timeout, self.min_watch)
-        reading = Reading()
+        wait = WaitBudget(max(self.timeout if timeout is None else timeout, self.min_watch))
+        floor = wait.clock.started + self.min_watch
         self.went_idle = False
         self.cut_short = None
         while True:
@@ -262,11 +261,7 @@ class ScriptedPeer:
             self._flush()
             if until is not None and until():
                 return True
-            remaining = budget - clock.elapsed()
-            if remaining <= 0 and not self._eof:
-                more = reading.more_time(self._sock, base, clock.elapsed())
-                if more:
-                    budget, remaining = clock.elapsed() + more, more
+            remaining = wait.remaining(self._sock, self._eof)
             if remaining <= 0 or self._eof:
                 return until() if until is not None else False
             if on is not None and time.monotonic() >= floor:
@@ -297,18 +292,19 @@ class ScriptedPeer:
 
     def _read(self) -> None:
         assert self._sock is not None
-        try:
-            data, arrived = recv_stamped(self._sock, READ_SIZE)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        got = read_once(self._sock, self.wire, self.engine.capture)
+        if got is None:
             return
-        except OSError as exc:
-            data, arrived = b"", time.monotonic_ns()
-            self.engine.frames.append(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
-        self.wire.read += len(data)
+        data, arrived = got
+        if not data:
+            self._eof = self.wire.eof = True
+        self._received(data, arrived)
+
+    def _received(self, data: bytes, arrived: int) -> None:
+        """Hand proton the bytes read (arrived at ``arrived``, ns), or the stream's end (``b""``)."""
         if data:
             self.engine.receive_data(data, arrived)
         else:
-            self._eof = self.wire.eof = True
             self.engine.receive_eof()
 
     # -- raw mode ------------------------------------------------------------------------------------
@@ -563,9 +559,9 @@ class ScriptedPeer:
 
     def _transfer_frames(self, tag: bytes) -> list[Frame]:
         """The transfers of the latest delivery the broker sent with ``tag`` (a tag may come again on a redelivery)."""
-        for transfers in reversed(deliveries(self.engine.frames, "in")):
+        for transfers in reversed(self._inbound.update(self.engine.frames)):
             if transfers[0].fields.get("delivery-tag") == tag:
-                return transfers
+                return list(transfers)
         raise PeerError(f"proton reported delivery {tag!r} but no transfer frame with that tag was captured")
 
     def dispose(self, delivery: Delivery, outcome: str | None, *, settle: bool,
@@ -585,6 +581,22 @@ class ScriptedPeer:
         if settle:
             delivery.settle()
         self._flush()
+
+
+def read_once(sock: socket.socket, wire: WireCount, capture: Callable[[Frame], None]) -> tuple[bytes, int] | None:
+    """One read of up to :data:`READ_SIZE` bytes from the non-blocking ``sock``, counted in ``wire``: the bytes and
+    when they arrived (:func:`.recvtime.recv_stamped`); ``b""`` once the stream has ended; None when nothing can be
+    read yet (a TLS record not whole yet). A socket error ends the stream: it is captured as a ``socket-error``
+    frame (``capture``) and ``b""`` returned."""
+    try:
+        data, arrived = recv_stamped(sock, READ_SIZE)
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None
+    except OSError as exc:
+        data, arrived = b"", time.monotonic_ns()
+        capture(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
+    wire.read += len(data)
+    return data, arrived
 
 
 IDLE_POLL_S = 0.002  # how often a peer with an idle probe asks again while the broker is busy

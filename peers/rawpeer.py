@@ -10,28 +10,26 @@ that start before any protocol header.
 from __future__ import annotations
 
 import socket
-import ssl
 import time
 from collections.abc import Callable
 from typing import Any
 
 from . import recvtime
 from .address import BrokerAddress
-from .backlog import Reading
+from .backlog import WaitBudget
 from .frames import Frame, FrameSplitter, FramingError, redact_frame
 from .peer import (
-    READ_SIZE,
     BrokerUnreachable,
     PeerError,
     ScriptedPeer,
     ensure_writable,
+    read_once,
     wait_readable,
     watch_socket,
     write_all,
 )
-from .recvtime import recv_stamped
 from .tls import TlsSetupError, client_context
-from .turns import OwnClock, shared
+from .turns import shared
 
 
 class _RawInput:
@@ -79,23 +77,13 @@ class RawModePeer(ScriptedPeer):
         if not self.raw:
             super()._flush()
 
-    def _read(self) -> None:
+    def _received(self, data: bytes, arrived: int) -> None:
+        """In raw mode, capture the bytes read as frames without proton seeing them (and proton never learns
+        of the stream's end); otherwise hand them to proton."""
         if not self.raw:
-            super()._read()
-            return
-        assert self._sock is not None
-        try:
-            data, arrived = recv_stamped(self._sock, READ_SIZE)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
-        except OSError as exc:
-            data, arrived = b"", time.monotonic_ns()
-            self.engine.capture(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
-        self.wire.read += len(data)
-        if data:
+            super()._received(data, arrived)
+        elif data:
             self._raw_input.feed(data, arrived)
-        else:
-            self._eof = self.wire.eof = True
 
     def shutdown_write(self) -> None:
         """Close our sending side of the TCP connection (the broker reads EOF; we can still read)."""
@@ -151,31 +139,21 @@ class RawSocket:
     def pump(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Read until ``until()`` holds, the socket closes, or ``timeout`` passes; returns ``until()``. The
         time-out does not run out while a broker on this host is still reading what we wrote (:mod:`.backlog`)."""
-        base = budget = self.timeout if timeout is None else timeout
-        clock = OwnClock()  # time queued for a turn (run -n) moves the deadline on: peers/turns.py
-        reading = Reading()  # the time-out does not run out while the broker still reads our bytes (.backlog)
+        wait = WaitBudget(self.timeout if timeout is None else timeout)
         while self._sock is not None:
             if until is not None and until():
                 return True
-            remaining = budget - clock.elapsed()
-            if remaining <= 0 and not self.eof:
-                more = reading.more_time(self._sock, base, clock.elapsed())
-                if more:
-                    budget, remaining = clock.elapsed() + more, more
+            remaining = wait.remaining(self._sock, self.eof)
             if remaining <= 0 or self.eof:
                 break
             readiness = wait_readable(self._sock, self._watch, remaining)
             if readiness == "idle":
                 break
             if readiness == "readable":
-                try:
-                    data, arrived = recv_stamped(self._sock, READ_SIZE)
-                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                got = read_once(self._sock, self.wire, self.frames.append)
+                if got is None:
                     continue
-                except OSError as exc:
-                    data, arrived = b"", time.monotonic_ns()
-                    self.frames.append(Frame("in", 0, -1, "socket-error", {"error": str(exc)}, b"", b""))
-                self.wire.read += len(data)
+                data, arrived = got
                 if data:
                     self._input.feed(data, arrived)
                 else:

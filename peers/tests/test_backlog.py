@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 from amqp_conformance.peers import backlog
 from amqp_conformance.peers.address import BrokerAddress
-from amqp_conformance.peers.backlog import Reading, Unread, unread_bytes
+from amqp_conformance.peers.backlog import Reading, Unread, WaitBudget, unread_bytes
 from amqp_conformance.peers.peer import PeerError, ScriptedPeer
 from amqp_conformance.peers.rawpeer import RawSocket
 
@@ -104,6 +104,23 @@ def test_a_poll_is_never_extended_nor_looked_at(monkeypatch):
     monkeypatch.setattr("amqp_conformance.peers.backlog.unread_bytes", looked)
     assert Reading().more_time(None, 0.0, 0.0) == 0.0
     assert Reading().more_time(None, backlog.SHORTEST_WAIT / 2, backlog.SHORTEST_WAIT / 2) == 0.0
+
+
+def test_a_wait_budget_looks_only_once_its_time_out_has_come_and_never_after_the_stream_ended(monkeypatch):
+    looks: list[object] = []
+
+    def reading(sock):
+        looks.append(sock)
+        return Unread(0, 5000)
+
+    monkeypatch.setattr("amqp_conformance.peers.backlog.unread_bytes", reading)
+    wait = WaitBudget(0.2)
+    assert 0.1 < wait.remaining("sock", ended=False) <= 0.2 and looks == []  # time left: no look
+    time.sleep(0.25)
+    assert wait.remaining("sock", ended=True) < 0 and looks == []  # an ended stream: over, no look
+    assert wait.remaining("sock", ended=False) == backlog.LOOK_FLOOR and looks == ["sock"]  # reading: goes on
+    assert 0.4 < wait.remaining("sock", ended=False) <= backlog.LOOK_FLOOR and looks == ["sock"]  # moved on
+    assert WaitBudget(0.0).remaining("sock", ended=False) <= 0 and looks == ["sock"]  # a poll: never looked at
 
 
 def _raw(port: int) -> RawSocket:

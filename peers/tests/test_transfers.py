@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.transfers import came_settled, deliveries, payload_of
+from amqp_conformance.peers.transfers import DeliveryGrouping, came_settled, deliveries, payload_of
 
 
 def transfer(handle: int, payload: bytes, channel: int = 0, direction: str = "in", **fields) -> Frame:
@@ -33,3 +33,27 @@ def test_an_aborted_transfer_ends_its_delivery_and_a_cut_short_one_is_kept_as_fa
 def test_a_delivery_came_settled_when_any_of_its_transfers_settled_it():
     assert came_settled([transfer(0, b"", more=True, settled=None), transfer(0, b"", settled=True)])
     assert not came_settled([transfer(0, b"", more=True, settled=False), transfer(0, b"")])
+
+
+def test_a_grouping_fed_a_growing_capture_finds_what_deliveries_finds_in_the_whole_wherever_it_is_read():
+    whole = [transfer(0, b"a1", more=True, **{"delivery-id": 0}),
+             transfer(1, b"b1", **{"delivery-id": 1}),
+             transfer(0, b"a2", more=True),
+             Frame("in", 0, 0, "disposition", {"role": True, "first": 1}, b"", b""),
+             transfer(0, b"a3"),
+             transfer(0, b"c1", more=True, **{"delivery-id": 2}),
+             transfer(0, b"", more=True, aborted=True),
+             transfer(0, b"d1", **{"delivery-id": 3}),
+             transfer(0, b"x", direction="out", **{"delivery-id": 0})]
+    expected = [payload_of(d) for d in deliveries(whole, "in")]
+    assert expected == [b"a1a2a3", b"b1", b"c1", b"d1"]
+    for first_read in range(len(whole) + 1):
+        for second_read in range(first_read, len(whole) + 1):
+            capture: list[Frame] = []
+            grouping = DeliveryGrouping("in")
+            for read_at in (first_read, second_read, len(whole)):
+                capture.extend(whole[len(capture):read_at])
+                found = grouping.update(capture)
+                assert [payload_of(d) for d in found] == [payload_of(d) for d in deliveries(capture, "in")]
+            assert [payload_of(d) for d in found] == expected
+    assert grouping.update(capture) is found and [payload_of(d) for d in found] == expected  # read again: the same
