@@ -36,7 +36,9 @@ class ApiClaims:
     (fixtures/profiles.py): ``remote_state_fields`` (remote-state-fields: every field of a remote outcome),
     ``remote_settlement`` (remote-settlement), ``received_remote_state`` (received-remote-state: the state the
     broker gave a received delivery), ``link_opened`` (link-opened), ``link_close_told`` (link-close-told: a link
-    the broker closed on its own), ``remote_settle_modes`` (remote-settle-modes: the broker's attach's modes)."""
+    the broker closed on its own), ``remote_settle_modes`` (remote-settle-modes: the broker's attach's modes),
+    ``remote_endpoint_fields`` (remote-endpoint-fields: the properties and capabilities of the broker's open and
+    attach, and the attach's max-message-size; :mod:`.interop_told_endpoints`)."""
 
     remote_state_fields: dict[str, bool] = field(default_factory=dict)
     remote_settlement: dict[str, bool] = field(default_factory=dict)
@@ -44,6 +46,7 @@ class ApiClaims:
     link_opened: dict[str, bool] = field(default_factory=dict)
     link_close_told: dict[str, bool] = field(default_factory=dict)
     remote_settle_modes: dict[str, bool] = field(default_factory=dict)
+    remote_endpoint_fields: dict[str, bool] = field(default_factory=dict)
 
 
 # The fields of a delivery state a shim reports (peers/shims/README.md, "Delivery reports"), where the wire holds

@@ -39,7 +39,7 @@ from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import SHIMS_ROOT, ensure_built, load_spec
 
 CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
-# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and four
+# broker name -> the reference's conformant variant it runs, or None: the reference, its router mode, and six
 # variants that make the choices the sources leave open otherwise (peers/reference/conformant_variants.py; a client
 # passes them but for its declared deviations): every choice at once (handles from 3, channels from 2, one credit at
 # a time, each publisher asked to drain its first credit, a consumer's flow stated before each of its flows is read
@@ -47,9 +47,11 @@ CLIENT = os.environ.get("AMQP_CLIENT_MUTATION_CLIENT", "python-proton")
 # transfers, an empty frame before each frame), a small session incoming-window, the crossed drains counted from 0
 # (every-choice's counts near the wrap hide them from a client that counts its own receiving link's deliveries from
 # 0, rhea), every message in three transfers with the reference's own credit and counts (every-choice gives one
-# credit at a time: the split variant alone killed rhea's link.js:311, a send buffer that never fills), and an open
+# credit at a time: the split variant alone killed rhea's link.js:311, a send buffer that never fills), an open
 # that states no max-frame-size (a client that splits by a limit the broker never gave loses its message: rhea's
-# session.js:164 `true`). A variant's
+# session.js:164 `true`), and one that states capabilities in its open and properties, capabilities and a
+# max-message-size in its attaches (what a client's API tells of them is held to the frames: rhea's dropped
+# accessors, link.js:201-204, connection.js:158). A variant's
 # profile and router mode are those of the broker it replaces (fixtures.brokers.base_broker)
 BROKERS: dict[str, str | None] = {
     "reference": None,
@@ -59,6 +61,7 @@ BROKERS: dict[str, str | None] = {
     "reference~variant-crosses-drains": "variant-crosses-drains",
     "reference~variant-splits-transfers": "variant-splits-transfers",
     "reference~variant-no-frame-limit": "variant-no-frame-limit",
+    "reference~variant-states-endpoint-fields": "variant-states-endpoint-fields",
 }
 if os.environ.get("AMQP_CLIENT_MUTATION_BROKERS"):
     BROKERS = {name: BROKERS[name] for name in os.environ["AMQP_CLIENT_MUTATION_BROKERS"].split(",")}

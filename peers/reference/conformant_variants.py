@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Endpoint, Event, Link
+from proton import UNDESCRIBED, Array, Condition, Data, Endpoint, Event, Link, SymbolList, symbol, uint, ulong
 
 from ..frames import DEFAULT_SIZE_LIMIT, FRAME_TYPE_AMQP, Frame, encode_frame
 from .accounts import ClientCertificate, OneAccount, RouterOneAccount
@@ -22,7 +22,7 @@ from .broker import Broker, BrokerConnection
 from .mutant_kit import Mutant, RewritingBroker, RewritingConnection
 from .router import Router
 from .stated_flow import SenderFlowStates
-from .wrapping_counts import CountsNearWrap, RouterCountsNearWrap, WrappingConnection
+from .wrapping_counts import CountsNearWrap, Performative, RouterCountsNearWrap, WrappingConnection
 
 HIDDEN_LINKS = 3  # link endpoints each session of the variant holds before any of the client's
 HIDDEN_PREFIX = "conformant-variant-hidden-"
@@ -361,6 +361,77 @@ class CrossesDrains(AnswersDrainsLate):
         return state_flows(BrokerConnection(self, peer_name))
 
 
+# what StatesEndpointFields states in its open (beside the reference's properties, product and version) and its
+# attaches: capabilities no peer acts on (2.7.1 and 2.7.3 let a peer ignore one it does not know), link properties
+# of several AMQP types
+STATED_MAX_MESSAGE_SIZE = 1 << 20  # 1 MiB: above the catalogue's largest message (300,000 bytes), so no row meets it
+STATED_LINK_PROPERTIES = {symbol("x-variant"): "states-endpoint-fields", symbol("x-handles"): uint(HIDDEN_LINKS),
+                          symbol("x-durable"): True, symbol("x-limit"): ulong(STATED_MAX_MESSAGE_SIZE)}
+STATED_CAPABILITIES = (symbol("x-amqp-conformance-offered"), symbol("x-amqp-conformance-also-offered"))
+STATED_DESIRED = (symbol("x-amqp-conformance-desired"),)
+STATED_LINK_CAPABILITIES = (symbol("x-amqp-conformance-link-offered"),)
+STATED_LINK_DESIRED = (symbol("x-amqp-conformance-link-desired"), symbol("x-amqp-conformance-link-also-desired"))
+ATTACH_OFFERED, ATTACH_DESIRED = 11, 12  # 2.7.3: the attach's offered- and desired-capabilities, by position
+
+
+def with_link_capabilities(frame: Frame) -> bytes:
+    """The broker's attach with :data:`STATED_LINK_CAPABILITIES` offered and :data:`STATED_LINK_DESIRED` desired
+    (proton's Python API sets no capabilities on a link, so they are written into the frame; every other byte
+    stays proton's); any other frame as it is."""
+    performative = Performative.of(frame) if frame.performative == "attach" else None
+    if performative is None:
+        return frame.raw
+    performative.put(ATTACH_OFFERED, symbol_array(STATED_LINK_CAPABILITIES))
+    performative.put(ATTACH_DESIRED, symbol_array(STATED_LINK_DESIRED))
+    return performative.frame_bytes(frame)
+
+
+def symbol_array(symbols: tuple[symbol, ...]) -> Array:
+    """Capabilities as 2.7.3 types them, ``symbol`` multiple: an AMQP array of symbols (1.6.5), never a list,
+    which proton's codec makes of a Python list (a ``SymbolList`` too) and a client may rightly refuse."""
+    return Array(UNDESCRIBED, Data.SYMBOL, *symbols)
+
+
+class StatesEndpointFields(Broker):
+    """States what the reference leaves out of its open and its attaches: offered- and desired-capabilities in its
+    open (its properties are the reference's), and properties, a max-message-size of 1 MiB and offered- and
+    desired-capabilities in its attaches (AMQP 1.0 2.7.1, 2.7.3: each optional; a capability a peer does not know
+    it ignores). A message larger than that limit ends its link with ``amqp:link:message-size-exceeded`` (2.7.3),
+    so the limit stated is kept. A client whose API tells these fields is held to them
+    (``conformance/interop_told_endpoints.py``). Its attaches are not the reference's bytes, so it is judged
+    without exact-encoding (``encodes_otherwise``); it stays out of :class:`EveryChoiceOther`, whose bytes the
+    wire rows still judge exactly."""
+
+    def new_connection(self, peer_name: str) -> BrokerConnection:
+        """A connection whose attaches carry the link capabilities (:func:`with_link_capabilities`)."""
+        return RewritingConnection(self, peer_name, with_link_capabilities)
+
+    def _on_pn_connection_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        event.connection.offered_capabilities = SymbolList(STATED_CAPABILITIES)  # the reference's open() takes them
+        event.connection.desired_capabilities = SymbolList(STATED_DESIRED)
+        super()._on_pn_connection_remote_open(connection, event)
+
+    def _on_pn_link_remote_open(self, connection: BrokerConnection, event: Event) -> None:
+        event.link.properties = dict(STATED_LINK_PROPERTIES)
+        event.link.max_message_size = STATED_MAX_MESSAGE_SIZE
+        super()._on_pn_link_remote_open(connection, event)
+
+    def _on_pn_delivery(self, connection: BrokerConnection, event: Event) -> None:
+        delivery = event.delivery
+        link = delivery.link
+        if link.is_receiver and delivery.pending > STATED_MAX_MESSAGE_SIZE and link.state & Endpoint.LOCAL_ACTIVE:
+            link.condition = Condition("amqp:link:message-size-exceeded",
+                                       f"a message over the {STATED_MAX_MESSAGE_SIZE} bytes its attach states")
+            delivery.settle()
+            link.close()
+            return
+        super()._on_pn_delivery(connection, event)
+
+
+class RouterStatesEndpointFields(StatesEndpointFields, Router):
+    """The router mode of :class:`StatesEndpointFields`."""
+
+
 class EveryChoiceOther(HandlesFromThree, ChannelsFromTwo, SplitsTransfers, OneCredit, RevokesWithheldCredit,
                        DrainsPublishers, AnswersDrainsLate, OneAccount):
     """Every choice above made the other way at once: handles from 3, channels from 2, every message delivered in
@@ -467,6 +538,10 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
     Mutant("variant-client-certificate", "is served over TLS, verifies the client's certificate and offers SASL "
            "EXTERNAL first", "keeps every guarantee (AMQP 1.0 5.2: TLS; 5.3.3.1: the server chooses the mechanisms "
            "it offers)", ClientCertificate),
+    Mutant("variant-states-endpoint-fields", "states capabilities in its open, properties, capabilities and a "
+           f"max-message-size of {STATED_MAX_MESSAGE_SIZE} in its attaches", "keeps every guarantee (AMQP 1.0 2.7.1, "
+           "2.7.3: each field optional; an unknown capability is ignored; a larger message ends its link with "
+           "message-size-exceeded)", StatesEndpointFields, encodes_otherwise=True),
     Mutant("variant-every-choice", f"handles from {HIDDEN_LINKS}, channels from {HIDDEN_SESSIONS}, messages in "
            f"{TRANSFER_PARTS} transfers, empty frames, one credit at a time, withheld credit revoked, publishers "
            f"drained, flow stated before reading, drains answered late, max-frame-size {MIN_MAX_FRAME_SIZE}, counts "
@@ -478,6 +553,10 @@ CONFORMANT: dict[str, Mutant] = {m.name: m for m in (
            "not 0", "keeps every guarantee (AMQP 1.0 2.5.1)", RouterChannelsFromTwo, broker_name="reference-router"),
     Mutant("variant-router-no-frame-limit", "the router states no max-frame-size in its open",
            "keeps every guarantee (AMQP 1.0 2.7.1)", RouterNoFrameLimit, broker_name="reference-router"),
+    Mutant("variant-router-states-endpoint-fields", "the router states capabilities in its open, properties, "
+           f"capabilities and a max-message-size of {STATED_MAX_MESSAGE_SIZE} in its attaches", "keeps every guarantee "
+           "(AMQP 1.0 2.7.1, 2.7.3)", RouterStatesEndpointFields, broker_name="reference-router",
+           encodes_otherwise=True),
     Mutant("variant-router-splits-transfers", f"the router delivers every message in {TRANSFER_PARTS} transfer "
            "frames, more=true on all but the last", "keeps every guarantee (AMQP 1.0 2.6.14, 2.7.5)",
            RouterSplitsTransfers, broker_name="reference-router"),

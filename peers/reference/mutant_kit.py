@@ -34,6 +34,9 @@ class Mutant:
     # the tables (id prefixes) that check the guarantee it breaks: `selftest` runs the mutant against those
     # only, so the self-test costs a family's cases per mutant, not the whole catalogue's; () = every table
     scope: tuple[str, ...] = ()
+    # a conformant variant that writes frames the reference does not (fields it leaves out): judged by its base
+    # broker's profile without exact-encoding, so the rows' bytes of those frames are informational for it
+    encodes_otherwise: bool = False
 
 
 class RewritingConnection(BrokerConnection):

@@ -401,8 +401,11 @@ def test_python_proton_shim_sends_receives_and_gives_every_outcome(reference, pr
     hello = shim.request("hello", 5)
     assert hello == {"id": 1, "ok": True, "client": "python-proton", "library": "python-qpid-proton",
                      "version": "0.40.0", "language": "python"}
-    assert shim.request("connect", 5, url=reference, container_id="interop-1", timeout_ms=3000) == \
-        {"id": 2, "ok": True, "remote_container": "amqp-conformance-reference"}
+    connected = shim.request("connect", 5, url=reference, container_id="interop-1", timeout_ms=3000)
+    assert connected == {"id": 2, "ok": True, "remote_container": "amqp-conformance-reference",
+                         "remote_properties": {"product": "amqp-conformance-reference",
+                                               "version": connected["remote_properties"]["version"]},
+                         "remote_offered_capabilities": None, "remote_desired_capabilities": None}
     assert attach(shim, "s1", "sender", "q1")["remote_snd_settle_mode"] == "unsettled"
     assert attach(shim, "r1", "receiver", "q1")["remote_rcv_settle_mode"] == "first"
 
@@ -452,7 +455,7 @@ def test_python_proton_shim_presettles_settles_second_detaches_and_reconnects(re
     assert shim.request("connect", 5, url=reference, container_id="interop-2", timeout_ms=3000)["ok"]
     assert attach(shim, "s2", "sender", "q2", snd="mixed", rcv="second") == \
         {"id": 2, "ok": True, "remote_snd_settle_mode": "mixed", "remote_rcv_settle_mode": "second",
-         "api": "on_link_opened"}
+         "remote_properties": None, "remote_max_message_size": 0, "api": "on_link_opened"}
     [presettled] = send(shim, "s2", "p1", settled=True)
     assert (presettled["remote_state"], presettled["locally_settled"]) == (None, True)
     assert presettled["api"] == "Sender.send(); Delivery.settle() before the transfer went out"

@@ -12,9 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
+from amqp_conformance.conformance.interop_observe import cell_frames
+from amqp_conformance.conformance.interop_told import ApiClaims
+from amqp_conformance.conformance.interop_told_endpoints import endpoint_disagreements
 from amqp_conformance.conformance.interop_told_errors import told_errors
 from amqp_conformance.peers.reference.broker import Broker, BrokerConnection
-from amqp_conformance.peers.reference.conformant_variants import CreditOnce
+from amqp_conformance.peers.reference.conformant_variants import (
+    STATED_CAPABILITIES,
+    STATED_LINK_DESIRED,
+    STATED_LINK_PROPERTIES,
+    STATED_MAX_MESSAGE_SIZE,
+    CreditOnce,
+    StatesEndpointFields,
+)
 from amqp_conformance.peers.reference.server import ReferenceServer
 from amqp_conformance.peers.relay import FrameRelay
 from amqp_conformance.peers.shimrun import ShimProcess, ShimUnavailable, discover, ensure_built
@@ -122,6 +132,41 @@ def test_rhea_hands_a_message_to_its_sender_only_while_sendable_says_it_may(cach
     assert first["api"].startswith("Sender.sendable() true, Sender.send() returned"), first
     assert (second["index"], second["tag"], second["remote_state"]) == (1, None, None), second
     assert second["api"] == "not sent: Sender.sendable() false and no 'sendable' event within 1000 ms", second
+
+
+@pytest.mark.parametrize("client", ["python-proton", "rhea"])
+def test_a_shim_reports_the_fields_of_the_brokers_open_and_attach_as_its_api_tells_them(client: str, cache: Path,
+                                                                                        tmp_path: Path) -> None:
+    """Both shims report the broker's open and attach fields, held to the frames as the grid holds them
+    (interop_told_endpoints): against a variant that states capabilities in its open and properties, capabilities
+    and max-message-size in each attach, no disagreement, and each value is there (rhea all of them; python-proton
+    all but the link capabilities its API has no accessor for, which its reply leaves out)."""
+    home = built(client, cache)
+    server = ReferenceServer(StatesEndpointFields()).start()
+    try:
+        with FrameRelay("127.0.0.1", server.port, label=client) as relay, \
+                ShimProcess(SHIMS[client], home, stderr_path=tmp_path / "stderr.log") as shim:
+            url = f"amqp://{relay.url_host}:{relay.port}"
+            connected = shim.request("connect", 30, url=url, container_id="interop-fields", timeout_ms=10000)
+            attached = shim.request("attach", 20, link="r1", role="receiver", address="q.shims.fields",
+                                    snd_settle_mode="unsettled", rcv_settle_mode="first", timeout_ms=10000)
+            assert shim.request("close", 20, timeout_ms=10000)["ok"]
+            assert relay.wait_closed(0, timeout=10)
+            frames = relay.connection(0).frames
+    finally:
+        server.stop()
+    assert connected["ok"] and attached["ok"], (connected, attached)
+    cell = cell_frames([], frames)
+    claims = ApiClaims(remote_endpoint_fields={"receiver": True})  # as both clients' profiles claim
+    assert endpoint_disagreements(cell, {"receiver": connected}, {"receiver": attached}, claims) == []
+    assert set(connected["remote_properties"]) == {"product", "version"}
+    assert sorted(connected["remote_offered_capabilities"]) == sorted(str(c) for c in STATED_CAPABILITIES)
+    assert attached["remote_max_message_size"] == STATED_MAX_MESSAGE_SIZE
+    assert attached["remote_properties"] == {str(k): v for k, v in STATED_LINK_PROPERTIES.items()}
+    told_link_capabilities = attached.get("remote_offered_capabilities"), attached.get("remote_desired_capabilities")
+    assert told_link_capabilities == ((["x-amqp-conformance-link-offered"], [str(c) for c in STATED_LINK_DESIRED])
+                                      if client == "rhea" else (None, None))
+    assert client == "rhea" or not {"remote_offered_capabilities", "remote_desired_capabilities"} & set(attached)
 
 
 CLOSED_WITH = ("amqp:resource-deleted", "this broker closes a publisher's link at its first transfer")

@@ -11,7 +11,7 @@ from typing import Any
 
 from proton import Connection, Endpoint
 from shim_records import Arrival, LinkState, Sent
-from shim_wire import RCV_MODES, SND_MODES, amqp_error, error, give_outcome, is_null_terminus, mode_name
+from shim_wire import RCV_MODES, SND_MODES, amqp_error, error, give_outcome, is_null_terminus, mode_name, to_json
 
 NULL_TERMINUS_GRACE_S = 1.0  # after an attach with a null terminus, how long the detach that refuses it may take;
 # also how long an attach reply waits for on_link_opened once proton says the link is remote-active
@@ -57,9 +57,15 @@ class ConnectOp(Op):
         self.connection = connection
 
     def check(self) -> dict[str, Any] | None:
-        """The broker's container-id (``Connection.remote_container``) once the open exchange is done."""
-        if self.connection.state & Endpoint.REMOTE_ACTIVE:
-            return ok(remote_container=self.connection.remote_container)
+        """The broker's container-id (``Connection.remote_container``), properties and capabilities
+        (``remote_properties``, ``remote_offered_capabilities``, ``remote_desired_capabilities``) once the open
+        exchange is done."""
+        connection = self.connection
+        if connection.state & Endpoint.REMOTE_ACTIVE:
+            return ok(remote_container=connection.remote_container,
+                      remote_properties=to_json(connection.remote_properties),
+                      remote_offered_capabilities=to_json(connection.remote_offered_capabilities),
+                      remote_desired_capabilities=to_json(connection.remote_desired_capabilities))
         return None
 
 
@@ -76,8 +82,10 @@ class AttachOp(Op):
         self.saw_null_terminus = False
 
     def check(self) -> dict[str, Any] | None:
-        """The peer's settle modes (``Link.remote_snd_settle_mode``/``remote_rcv_settle_mode``) once attached, and
-        ``api``: the callback that told the shim so (null when the reply came without one, from a timer)."""
+        """The peer's settle modes (``Link.remote_snd_settle_mode``/``remote_rcv_settle_mode``), properties and
+        max-message-size (``remote_properties``, ``remote_max_message_size``: 0 for none; proton's Python API has
+        no accessor for a link's capabilities, so the reply leaves them out) once attached, and ``api``: the
+        callback that told the shim so (null when the reply came without one, from a timer)."""
         link = self.state.link
         if not link.state & Endpoint.REMOTE_ACTIVE:
             return None
@@ -88,7 +96,9 @@ class AttachOp(Op):
         if self.state.opened_by is None and not self.grace_over:
             return None
         return ok(remote_snd_settle_mode=mode_name(SND_MODES, link.remote_snd_settle_mode),
-                  remote_rcv_settle_mode=mode_name(RCV_MODES, link.remote_rcv_settle_mode), api=self.state.opened_by)
+                  remote_rcv_settle_mode=mode_name(RCV_MODES, link.remote_rcv_settle_mode),
+                  remote_properties=to_json(link.remote_properties),
+                  remote_max_message_size=link.remote_max_message_size, api=self.state.opened_by)
 
     def expire(self) -> dict[str, Any]:
         """A timeout, or the attach as it stands when the peer attached with a null terminus and no detach."""

@@ -11,7 +11,7 @@ import base64
 import uuid
 from typing import Any
 
-from proton import Condition, Delivery, Disposition, Link, Terminus, symbol
+from proton import Array, Condition, Delivery, Disposition, Link, Terminus, symbol
 
 SND_MODES = {"unsettled": Link.SND_UNSETTLED, "settled": Link.SND_SETTLED, "mixed": Link.SND_MIXED}
 RCV_MODES = {"first": Link.RCV_FIRST, "second": Link.RCV_SECOND}
@@ -64,6 +64,8 @@ def to_json(value: Any) -> Any:
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_json(v) for v in value]
+    if isinstance(value, Array):
+        return [to_json(v) for v in value.elements]
     if isinstance(value, uuid.UUID):
         return str(value)
     return str(value)

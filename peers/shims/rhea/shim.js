@@ -307,7 +307,13 @@ async function cmdConnect(cmd) {
     throw e;
   });
   cyc.pending = pending;
-  return { remote_container: nullable(conn.container_id) };
+  // the broker's open as rhea's documented connection accessors give it (typings/connection.d.ts)
+  return {
+    remote_container: nullable(conn.container_id),
+    remote_properties: plain(conn.properties),
+    remote_offered_capabilities: plain(conn.offered_capabilities),
+    remote_desired_capabilities: plain(conn.desired_capabilities),
+  };
 }
 
 // The link an event is about, as rhea hands it to its handlers: context.sender for a sender's events,
@@ -477,12 +483,17 @@ async function cmdAttach(cmd) {
     cyc.links.delete(cmd.link);
     throw e;
   });
-  // the broker's attach as rhea's documented link accessors give it (link.snd_settle_mode, link.rcv_settle_mode)
+  // the broker's attach as rhea's documented link accessors give it (link.snd_settle_mode, link.rcv_settle_mode,
+  // link.properties, ...: typings/link.d.ts)
   const remoteSnd = link.snd_settle_mode;
   const remoteRcv = link.rcv_settle_mode;
   return {
     remote_snd_settle_mode: remoteSnd === undefined || remoteSnd === null ? null : nullable(SND_SETTLE_NAME[remoteSnd]),
     remote_rcv_settle_mode: remoteRcv === undefined || remoteRcv === null ? null : nullable(RCV_SETTLE_NAME[remoteRcv]),
+    remote_properties: plain(link.properties),
+    remote_offered_capabilities: plain(link.offered_capabilities),
+    remote_desired_capabilities: plain(link.desired_capabilities),
+    remote_max_message_size: plain(link.max_message_size),
   };
 }
 
