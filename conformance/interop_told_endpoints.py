@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import proton
-from amqp_conformance.peers.frames import Frame
+from amqp_conformance.peers.frames import Frame, first_frame
 
 from .interop_observe import CellFrames
 from .interop_told import ApiClaims
@@ -84,8 +84,9 @@ def _listed(value: Any) -> list[Any]:
 def field_agrees(frame_field: str, wire: Any, told: Any) -> bool:
     """Whether ``told`` tells the frame's ``frame_field`` ``wire``: both none (:func:`_none`), or the same
     capabilities as sets, or :func:`agrees`."""
-    if _none(wire, frame_field) or _none(told, frame_field):
-        return _none(wire, frame_field) and _none(told, frame_field)
+    wire_none, told_none = _none(wire, frame_field), _none(told, frame_field)
+    if wire_none or told_none:
+        return wire_none and told_none
     if frame_field in CAPABILITY_FIELDS:
         told_set = _listed(told)
         return all(isinstance(item, str) for item in told_set) and \
@@ -128,10 +129,6 @@ def _fields_disagreements(client: str, frame: Frame, reply: dict[str, Any], fiel
     return lines
 
 
-def _broker_open(frames: list[Frame]) -> Frame | None:
-    return next((f for f in frames if f.direction == "in" and f.performative == "open"), None)
-
-
 def endpoint_disagreements(cell: CellFrames, connect_replies: dict[str, dict[str, Any]],
                            attach_replies: dict[str, dict[str, Any]], claims: ApiClaims) -> list[str]:
     """Where a client's connect or attach reply tells the broker's open or attach otherwise than the wire, one
@@ -141,7 +138,7 @@ def endpoint_disagreements(cell: CellFrames, connect_replies: dict[str, dict[str
     for role, client in (("sender", "sending client"), ("receiver", "receiving client")):
         connection = cell.by_role[role]
         claimed = bool(claims.remote_endpoint_fields.get(role))
-        broker_open, reply = _broker_open(connection.frames), connect_replies.get(role)
+        broker_open, reply = first_frame(connection.frames, "open", "in"), connect_replies.get(role)
         if broker_open is not None and reply is not None:
             lines += _fields_disagreements(client, broker_open, reply, OPEN_FIELDS, claimed)
         attach, reply = connection.attach, attach_replies.get(role)

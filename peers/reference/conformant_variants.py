@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import UNDESCRIBED, Array, Condition, Data, Endpoint, Event, Link, SymbolList, symbol, uint, ulong
+from proton import UNDESCRIBED, Array, Data, Endpoint, Event, Link, SymbolList, symbol, uint, ulong
 
+from ..amqp_types import BY_NAME
 from ..frames import DEFAULT_SIZE_LIMIT, FRAME_TYPE_AMQP, Frame, encode_frame
 from .accounts import ClientCertificate, OneAccount, RouterOneAccount
 from .broker import Broker, BrokerConnection
@@ -371,7 +372,9 @@ STATED_CAPABILITIES = (symbol("x-amqp-conformance-offered"), symbol("x-amqp-conf
 STATED_DESIRED = (symbol("x-amqp-conformance-desired"),)
 STATED_LINK_CAPABILITIES = (symbol("x-amqp-conformance-link-offered"),)
 STATED_LINK_DESIRED = (symbol("x-amqp-conformance-link-desired"), symbol("x-amqp-conformance-link-also-desired"))
-ATTACH_OFFERED, ATTACH_DESIRED = 11, 12  # 2.7.3: the attach's offered- and desired-capabilities, by position
+# 2.7.3: the attach's offered- and desired-capabilities, by their positions in its field list
+ATTACH_OFFERED, ATTACH_DESIRED = (BY_NAME["attach"].fields.index(name)
+                                  for name in ("offered-capabilities", "desired-capabilities"))
 
 
 def with_link_capabilities(frame: Frame) -> bytes:
@@ -420,10 +423,9 @@ class StatesEndpointFields(Broker):
         delivery = event.delivery
         link = delivery.link
         if link.is_receiver and delivery.pending > STATED_MAX_MESSAGE_SIZE and link.state & Endpoint.LOCAL_ACTIVE:
-            link.condition = Condition("amqp:link:message-size-exceeded",
-                                       f"a message over the {STATED_MAX_MESSAGE_SIZE} bytes its attach states")
             delivery.settle()
-            link.close()
+            too_large = f"a message over the {STATED_MAX_MESSAGE_SIZE} bytes its attach states"
+            self.close_link(link, self.condition("amqp:link:message-size-exceeded", too_large))
             return
         super()._on_pn_delivery(connection, event)
 
