@@ -217,7 +217,8 @@ class FrameSplitter:
         """Add bytes from the stream; return the frames they complete, in order.
 
         ``t_ns`` (``time.monotonic_ns`` clock): when ``chunk`` arrived; every frame it completes is stamped
-        with it (a frame's time is the arrival of its last byte). None: now.
+        with it (a frame's time is the arrival of its last byte), or with the previous chunk's time where that is
+        later: a stream's frames are stamped in the order they came. None: now.
         """
         return list(self.split(chunk, t_ns))
 
@@ -229,7 +230,9 @@ class FrameSplitter:
         if self._broken is not None:
             raise self._broken
         self._buffer += chunk
-        self._t_ns = time.monotonic_ns() if t_ns is None else t_ns
+        # never before the chunk before it: what comes later on one stream cannot have arrived earlier, though two
+        # kernel stamps taken microseconds apart may say so once turned to this clock (.recvtime's offset error)
+        self._t_ns = max(self._t_ns, time.monotonic_ns() if t_ns is None else t_ns)
         return self._frames()
 
     def _frames(self) -> Iterator[Frame]:

@@ -64,6 +64,16 @@ def test_every_frame_a_chunk_completes_carries_the_chunks_arrival_time():
     assert [f.t_ns for f in frames] == [200, 200]  # a frame's time is the arrival of its last byte
 
 
+def test_a_stream_s_frames_are_stamped_in_the_order_they_came():
+    """A chunk stamped before the chunk before it (two kernel stamps microseconds apart, turned to the monotonic
+    clock each with its own offset error) gets the earlier chunk's time, so that a case's frames merged by time
+    keep each stream's order (CI, 7 Dec 2026: a message's last transfer shown before two of its middle ones)."""
+    splitter = FrameSplitter("in")
+    assert [f.t_ns for f in splitter.feed(EMPTY_FRAME, t_ns=375)] == [375]
+    assert [f.t_ns for f in splitter.feed(EMPTY_FRAME + EMPTY_FRAME, t_ns=360)] == [375, 375]
+    assert [f.t_ns for f in splitter.feed(EMPTY_FRAME, t_ns=400)] == [400]
+
+
 def _clocks(monkeypatch, real: list[int], mono: list[int]) -> None:
     """Script the clocks recvtime reads: each call takes the next value."""
     real_values, mono_values = iter(real), iter(mono)
