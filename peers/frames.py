@@ -57,9 +57,10 @@ class Frame:
     payload: bytes
     raw: bytes
     t_ns: int = field(default_factory=time.monotonic_ns)
-    # proton.Data type codes of the performative list's fields, as encoded (Data.NULL for an encoded null):
-    # recorded by a splitter made with field_types=True from its one decode; None when not recorded
-    field_types: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
+    # the body's value as proton.Data decoded it, each AMQP type its Python class (uint, symbol, Array, Described):
+    # kept by a splitter made with keep_decoded=True from its one decode (peers/wire_types.py reads the types from
+    # it); None when not kept
+    decoded: Any = field(default=None, compare=False, repr=False)
 
     @property
     def payload_len(self) -> int:
@@ -125,18 +126,14 @@ def decode_body(body: bytes) -> tuple[str, dict[str, Any], bytes]:
     described list, yields ("undecodable", {"error": ...}, body) rather than raising: a hostile or broken
     peer's frame is evidence to show, not a crash.
     """
-    name, fields, payload, _ = _decode(body, want_types=False)
+    name, fields, payload, _ = decode_body_kept(body)
     return name, fields, payload
 
 
-def decode_body_typed(body: bytes) -> tuple[str, dict[str, Any], bytes, tuple[int, ...] | None]:
-    """:func:`decode_body` plus the ``proton.Data`` type code of each field of the performative's list as it
-    was encoded (``Data.NULL`` for a null), from the same decode; the codes are None when the body is not
-    a described list (or is empty, or does not decode)."""
-    return _decode(body, want_types=True)
-
-
-def _decode(body: bytes, want_types: bool) -> tuple[str, dict[str, Any], bytes, tuple[int, ...] | None]:
+def decode_body_kept(body: bytes) -> tuple[str, dict[str, Any], bytes, Any]:
+    """:func:`decode_body` plus the value ``proton.Data`` decoded, as it decoded it (each AMQP type its Python
+    class: ``uint``, ``symbol``, ``Array``, ``Described``), from the same decode; None when the body is empty or
+    does not decode."""
     if not body:
         return "empty", {}, b"", None
     data = Data()
@@ -147,46 +144,11 @@ def _decode(body: bytes, want_types: bool) -> tuple[str, dict[str, Any], bytes, 
         obj = data.get_object()
     except Exception as exc:  # proton raises DataException and friends on bad input
         return "undecodable", {"error": f"{type(exc).__name__}: {exc}"}, body, None
-    types = _list_types(data) if want_types else None
     named = normalize(obj)
     if not isinstance(named, dict) or "@type" not in named:
-        return ("undecodable", {"error": "frame body is not a known described list", "value": named}, body,
-                types)
+        return "undecodable", {"error": "frame body is not a known described list", "value": named}, body, obj
     name = named.pop("@type")
-    return name, named, body[consumed:], types
-
-
-def body_field_types(body: bytes) -> tuple[int, ...] | None:
-    """Only the type codes :func:`decode_body_typed` gives (for a frame split without them); None when the
-    body does not decode to a described list."""
-    data = Data()
-    try:
-        data.decode(body)
-    except Exception:
-        return None
-    return _list_types(data)
-
-
-def _list_types(data: Data) -> tuple[int, ...] | None:
-    """The type codes of the items of the described list ``data`` holds (its cursor anywhere); None when
-    the value is not a described list."""
-    try:
-        data.rewind()
-        if data.next() != Data.DESCRIBED:
-            return None
-        data.enter()
-        data.next()
-        if data.next() != Data.LIST:
-            return None
-        data.enter()
-        types = []
-        while True:
-            kind = data.next()
-            if kind is None:
-                return tuple(types)
-            types.append(kind)
-    except Exception:
-        return None
+    return name, named, body[consumed:], obj
 
 
 class FrameSplitter:
@@ -197,13 +159,13 @@ class FrameSplitter:
     header, the SASL frames and the AMQP header that follows them split correctly. A frame whose size
     field is below 8 or above ``size_limit`` raises :class:`FramingError`; after that the splitter is
     stuck and every later call raises again (the stream has lost its framing for good).
-    With ``field_types=True`` each frame also carries :attr:`Frame.field_types`, taken from the same decode.
+    With ``keep_decoded=True`` each frame also carries :attr:`Frame.decoded`, the value of the same decode.
     """
 
-    def __init__(self, direction: str, size_limit: int = DEFAULT_SIZE_LIMIT, field_types: bool = False) -> None:
+    def __init__(self, direction: str, size_limit: int = DEFAULT_SIZE_LIMIT, keep_decoded: bool = False) -> None:
         self.direction = direction
         self.size_limit = size_limit
-        self.field_types = field_types
+        self.keep_decoded = keep_decoded
         self._buffer = bytearray()
         self._broken: FramingError | None = None
         self._t_ns = 0  # when the last chunk arrived: the time of every frame it completes
@@ -264,10 +226,10 @@ class FrameSplitter:
             return None
         raw = bytes(buf[:size])
         del buf[:size]
-        if self.field_types:
-            name, fields, payload, types = decode_body_typed(raw[doff * 4:])
+        if self.keep_decoded:
+            name, fields, payload, decoded = decode_body_kept(raw[doff * 4:])
             return Frame(self.direction, channel, frame_type, name, fields, payload, raw, t_ns=self._t_ns,
-                         field_types=types)
+                         decoded=decoded)
         name, fields, payload = decode_body(raw[doff * 4:])
         return Frame(self.direction, channel, frame_type, name, fields, payload, raw, t_ns=self._t_ns)
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from proton import Described, Message, symbol, ubyte, uint, ulong, ushort
 
-from .amqp_types import BY_NAME, CHOICE_FIELDS, choice_value
+from .amqp_types import BY_NAME, CHOICE_FIELDS, DESCRIBED_TYPES, choice_value
 from .frames import FRAME_TYPE_AMQP, encode_frame, encode_value
 from .turns import shared
 
@@ -57,24 +57,14 @@ class BeyondLimit(FrameSpecError):
 LIMIT_MAXIMA = {"channel-max": 0xFFFF, "handle-max": 0xFFFFFFFF, "max-frame-size": 0xFFFFFFFF}
 
 
-# The type the specification gives each field that is not a described type (2.7, 2.8, 3.4, 3.5).
-FIELD_TYPES: dict[str, str] = {
-    "container-id": "string", "hostname": "string", "max-frame-size": "uint", "channel-max": "ushort",
-    "idle-time-out": "uint", "outgoing-locales": "symbol", "incoming-locales": "symbol",
-    "offered-capabilities": "symbol", "desired-capabilities": "symbol", "properties": "fields",
-    "remote-channel": "ushort", "next-outgoing-id": "uint", "incoming-window": "uint", "outgoing-window": "uint",
-    "handle-max": "uint", "name": "string", "handle": "uint", "role": "bool", "snd-settle-mode": "ubyte",
-    "rcv-settle-mode": "ubyte", "unsettled": "map", "incomplete-unsettled": "bool", "initial-delivery-count": "uint",
-    "max-message-size": "ulong", "next-incoming-id": "uint", "delivery-count": "uint", "link-credit": "uint",
-    "available": "uint", "drain": "bool", "echo": "bool", "delivery-id": "uint", "delivery-tag": "binary",
-    "message-format": "uint", "settled": "bool", "more": "bool", "resume": "bool", "aborted": "bool",
-    "batchable": "bool", "first": "uint", "last": "uint", "closed": "bool", "condition": "symbol",
-    "description": "string", "info": "fields", "section-number": "uint", "section-offset": "ulong",
-    "delivery-failed": "bool", "undeliverable-here": "bool", "message-annotations": "fields",
-    "address": "string", "durable": "uint", "expiry-policy": "symbol", "timeout": "uint", "dynamic": "bool",
-    "distribution-mode": "symbol", "default-outcome": "described", "outcomes": "symbol", "capabilities": "symbol",
-    "filter": "fields", "dynamic-node-properties": "fields",
-}
+# The encoding a plain value of each field is given (2.7, 2.8, 3.4, 3.5): its type in amqp_types, a field whose
+# type is an archetype ("described") taken as the table gives it (``{ "@type" = ... }``).
+_ENCODING = {"boolean": "bool", "address": "string", "filter-set": "fields", "delivery-state": "described",
+             "outcome": "described", "error": "described", "source": "described", "target": "described"}
+FIELD_TYPES: dict[str, str] = {spec.name: _ENCODING.get(spec.type, spec.type)
+                               for kind in DESCRIBED_TYPES
+                               if kind.section[0] in "23" and not kind.section.startswith("3.2.")  # not a message's
+                               for spec in kind.specs}
 
 
 def _coerce(kind: str, value: Any) -> Any:

@@ -74,8 +74,8 @@ class RelayedConnection:
         self.upstream = upstream
         self._lock = threading.Condition()
         self._frames: list[Frame] = []
-        self._splitters = {"out": FrameSplitter("out", field_types=True),
-                           "in": FrameSplitter("in", field_types=True)}
+        self._splitters = {"out": FrameSplitter("out", keep_decoded=True),
+                           "in": FrameSplitter("in", keep_decoded=True)}
         self._broken: dict[str, str] = {}
         self._bytes = {"out": 0, "in": 0}
         self._last_ns = 0  # the t_ns of the frames read last, either direction

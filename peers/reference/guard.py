@@ -15,36 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton import Data
-
 from ..amqp_types import BY_NAME, DELIVERY_STATE_NAMES, PERFORMATIVES
-from ..frames import FRAME_TYPE_AMQP, Frame, body_field_types
+from ..frames import FRAME_TYPE_AMQP, Frame
+from ..wire_types import frame_problems
 
 UNLIMITED = 0xFFFFFFFF
 # 3.4 delivery states and 4.5.5 transactional-state: the descriptor codes a transfer or disposition state may have
 DELIVERY_STATES = frozenset(BY_NAME[name].code for name in (*DELIVERY_STATE_NAMES, "transactional-state"))
 MAX_TAG = 32  # 2.8.7 delivery-tag: a binary of at most 32 octets
-
-# 2.7: the mandatory fields of each performative.
-MANDATORY = {
-    "open": ("container-id",), "begin": ("next-outgoing-id", "incoming-window", "outgoing-window"),
-    "attach": ("name", "handle", "role"), "flow": ("incoming-window", "next-outgoing-id", "outgoing-window"),
-    "transfer": ("handle",), "disposition": ("role", "first"), "detach": ("handle",),
-}
-_T = Data
-# The encodings each field's type allows (a symbol field that is "multiple" may also be an array).
-ALLOWED_TYPES: dict[str, set[int]] = {
-    "uint": {_T.UINT}, "ulong": {_T.ULONG}, "ushort": {_T.USHORT}, "ubyte": {_T.UBYTE}, "bool": {_T.BOOL},
-    "string": {_T.STRING}, "symbol": {_T.SYMBOL, _T.ARRAY}, "binary": {_T.BINARY}, "fields": {_T.MAP},
-    "map": {_T.MAP}, "described": {_T.DESCRIBED},
-}
-DESCRIBED_FIELDS = {"state", "error", "source", "target"}
-# 3.4: the typed fields of the delivery states a disposition carries, as decoded (fields and error: maps)
-STATE_FIELD_TYPES: dict[str, dict[str, type]] = {
-    "received": {"section-number": int, "section-offset": int},
-    "rejected": {"error": dict},
-    "modified": {"delivery-failed": bool, "undeliverable-here": bool, "message-annotations": dict},
-}
+# 4.5.5: a transactional state's txn-id is the coordinator's to judge, not the guard's: one missing or unknown names
+# no transaction, and the disposition stays outside any (transactions.py; um.transactions.subscribe/8-null-txn-id)
+COORDINATOR_JUDGES = ("disposition.state.txn-id ", "transfer.state.txn-id ")
 
 
 @dataclass(frozen=True)
@@ -315,41 +296,15 @@ def _state_code(state: Any) -> int | None:
 
 
 def field_problem(frame: Frame) -> tuple[str, str] | None:
-    """(condition, description) when a performative lacks a mandatory field or a field has the wrong type."""
-    from ..amqp_types import BY_NAME
-    from ..rawframes import FIELD_TYPES
-
-    spec = BY_NAME[frame.performative]
-    types = frame.field_types  # from the splitter's one decode (FrameSplitter(field_types=True))
-    if types is None:
-        types = body_field_types(frame.raw[frame.raw[4] * 4:])  # a frame split without them
-    if types is None:
-        return "amqp:decode-error", f"the {frame.performative} body is not a described list (2.8.15)"
-    for index, name in enumerate(spec.fields):
-        kind = types[index] if index < len(types) else Data.NULL
-        if kind == Data.NULL:
-            if name in MANDATORY.get(frame.performative, ()):
-                return "amqp:decode-error", f"{frame.performative} lacks its mandatory field {name} (2.7, 2.8.15)"
-            continue
-        expected = "described" if name in DESCRIBED_FIELDS else FIELD_TYPES.get(name)
-        if expected in ALLOWED_TYPES and kind not in ALLOWED_TYPES[expected]:
-            return "amqp:decode-error", (f"{frame.performative}.{name} is encoded as "
-                                         f"{Data.type_names.get(kind, kind)}, not {expected} (2.8.15)")
-        if frame.performative == "disposition" and name == "state":
-            state = frame.fields.get("state")
-            if _state_code(state) not in DELIVERY_STATES:
-                return "amqp:decode-error", f"disposition state {state!r} is not a delivery state (3.4)"
-            problem = _state_field_problem(state)
-            if problem is not None:
-                return "amqp:decode-error", problem
-    return None
-
-
-def _state_field_problem(state: dict) -> str | None:
-    """Why a delivery state's own fields do not have the types 3.4 gives them (None when they do)."""
-    for key, kind in STATE_FIELD_TYPES.get(state.get("@type"), {}).items():
-        value = state.get(key)
-        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-            return f"{state['@type']}.{key} is {type(value).__name__}, not {kind.__name__} (3.4, 2.8.15)"
+    """(condition, description) when a performative has a field, at any depth, that is null where it is mandatory
+    or of another type than the specification gives it (:func:`..wire_types.frame_problems`: the first such, but a
+    transactional state's txn-id, :data:`COORDINATOR_JUDGES`), or a disposition's state that no peer may send
+    (3.4; 4.5.5 transactional-state)."""
+    problems = [problem for problem in frame_problems(frame) if not problem.startswith(COORDINATOR_JUDGES)]
+    if problems:
+        return "amqp:decode-error", f"{problems[0]}; 2.8.15"
+    state = frame.fields.get("state") if frame.performative == "disposition" else None
+    if state is not None and _state_code(state) not in DELIVERY_STATES:
+        return "amqp:decode-error", f"disposition state {state!r} is not a delivery state (3.4)"
     return None
 

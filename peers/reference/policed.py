@@ -33,7 +33,7 @@ class PolicedInput:
         self.guard = ProtocolGuard()
         # the one decode of each inbound frame: the guard reads its fields and field types, the engine
         # captures it as it is (CapturingEngine.receive_frame)
-        self.splitter = FrameSplitter("in", size_limit=self.engine.transport.max_frame_size, field_types=True)
+        self.splitter = FrameSplitter("in", size_limit=self.engine.transport.max_frame_size, keep_decoded=True)
         self.sessions: dict[int, Session] = {}  # peer channel -> proton session
         self.links: dict[tuple[int, int], Link] = {}  # (peer channel, peer handle) -> proton link
         self.broken = False  # after a framing error the byte stream cannot be read any more

@@ -244,3 +244,21 @@ def test_random_frame_bodies_never_crash_the_broker():
             assert isinstance(connection.data_to_send(), bytes)
         connection.receive_eof()
         connection.data_to_send()
+
+
+def test_nested_fields_are_held_to_their_types_but_a_txn_id_is_the_coordinator_s():
+    """A source's capabilities as a list, or a rejected state's error condition as a string, is the guard's
+    decode-error; a transactional state without its txn-id is left to the coordinator (a missing txn-id names no
+    transaction: um.transactions.subscribe/8-null-txn-id)."""
+    def frame(performative: str, /, **fields: object) -> Frame:
+        return FrameSplitter("in").feed(encode_frame(described(performative, **fields)))[0]
+
+    listed = described("source", address="q", capabilities=["queue"])
+    problem = field_problem(frame("attach", name="l", handle=uint(0), role=True, source=listed))
+    assert problem == ("amqp:decode-error", "attach.source.capabilities is a list, not symbol or an array of symbol "
+                                            "(multiple, 1.6.5) (3.5.3); 2.8.15")
+    text_condition = described("rejected", error=described("error", condition="amqp:internal-error"))
+    assert field_problem(frame("disposition", role=True, first=uint(0), state=text_condition))[1].startswith(
+        "disposition.state.error.condition is a string, not symbol (2.8.14)")
+    no_txn = described("transactional-state", outcome=described("accepted"))
+    assert field_problem(frame("disposition", role=True, first=uint(0), state=no_txn)) is None

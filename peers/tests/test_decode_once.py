@@ -9,7 +9,6 @@ from amqp_conformance.peers.frames import (
     AMQP_HEADER,
     Frame,
     FrameSplitter,
-    body_field_types,
     described,
     encode_frame,
 )
@@ -18,6 +17,7 @@ from amqp_conformance.peers.reference import um_rules
 from amqp_conformance.peers.reference.broker import Broker, BrokerConnection, Consumer
 from amqp_conformance.peers.reference.guard import ProtocolGuard
 from amqp_conformance.peers.reference.store import StoredMessage, Subscription
+from amqp_conformance.peers.wire_types import frame_problems
 from proton import Data, Endpoint, Message, uint
 
 
@@ -134,13 +134,14 @@ def test_receive_frame_captures_the_frame_given_and_feeds_proton():
     described("open"),  # lacks its mandatory container-id
     described("detach"),
 ])
-def test_field_types_from_the_one_decode_are_what_a_second_decode_gives(body):
+def test_the_value_kept_from_the_one_decode_is_what_a_second_decode_gives(body):
     raw = encode_frame(body)
-    typed = FrameSplitter("in", field_types=True).feed(raw)[0]
+    typed = FrameSplitter("in", keep_decoded=True).feed(raw)[0]
     plain = FrameSplitter("in").feed(raw)[0]
-    assert plain.field_types is None
-    assert typed.field_types == body_field_types(raw[8:])
-    assert view(typed) == view(plain)  # the types are extra
+    assert plain.decoded is None
+    assert typed.decoded == body and list(map(type, typed.decoded.value)) == list(map(type, body.value))
+    assert frame_problems(typed) == frame_problems(plain)  # read from the kept value, or decoded again
+    assert view(typed) == view(plain)  # the value is extra
     verdicts = []
     for frame in (typed, plain):
         guard = ProtocolGuard()
@@ -149,12 +150,12 @@ def test_field_types_from_the_one_decode_are_what_a_second_decode_gives(body):
     assert verdicts[0] == verdicts[1]
 
 
-def test_wrong_field_type_is_caught_from_the_recorded_types(monkeypatch):
-    monkeypatch.setattr("amqp_conformance.peers.reference.guard.body_field_types",
+def test_wrong_field_type_is_caught_from_the_kept_value(monkeypatch):
+    monkeypatch.setattr("amqp_conformance.peers.wire_types.body_problems",
                         lambda body: pytest.fail("the guard decoded the frame a second time"))
     guard = ProtocolGuard()
     guard.check(Frame("in", 0, -1, "amqp-header", {}, b"", AMQP_HEADER))
-    frame = FrameSplitter("in", field_types=True).feed(encode_frame(described("open", container_id=uint(7))))[0]
+    frame = FrameSplitter("in", keep_decoded=True).feed(encode_frame(described("open", container_id=uint(7))))[0]
     violation = guard.check(frame)
     assert violation is not None and violation.condition == "amqp:decode-error"
     assert "container-id" in violation.description
