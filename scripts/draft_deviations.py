@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from amqp_conformance.fixtures.baseline import last_run
-from amqp_conformance.fixtures.deviation_draft import draft_entries, to_toml
+from amqp_conformance.fixtures.deviation_draft import draft_entries, draft_wire_type_entries, to_toml, wire_type_toml
 from amqp_conformance.fixtures.profiles import ProfileError, load_profile
 from amqp_conformance.reports.records import RESULTS_FILE, read_results
 
@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"draft_deviations: {exc}", file=sys.stderr)
         return 2
     entries = draft_entries(records, profile)
-    sys.stdout.write(to_toml(entries))
-    print(f"{len(entries)} entries for {sum(len(e['cases']) for e in entries)} cases of {len(records)} results",
-          file=sys.stderr)
+    ill_typed = draft_wire_type_entries(records)
+    sys.stdout.write(to_toml(entries) + ("\n" if entries and ill_typed else "") + wire_type_toml(ill_typed))
+    print(f"{len(entries)} entries for {sum(len(e['cases']) for e in entries)} cases of {len(records)} results"
+          + (f"; {len(ill_typed)} ill-typed field(s)" if ill_typed else ""), file=sys.stderr)
     return 0
 
 
