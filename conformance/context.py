@@ -13,7 +13,7 @@ from typing import Any
 
 from amqp_conformance.peers.address import BrokerAddress
 from amqp_conformance.peers.frames import Frame
-from amqp_conformance.peers.peer import ExpectationFailed, NoCredit, PeerError, ScriptedPeer
+from amqp_conformance.peers.peer import ExpectationFailed, NoCredit, PeerError, ScriptedPeer, SettledByBroker
 from amqp_conformance.peers.turns import OwnClock
 from proton import Session
 
@@ -27,6 +27,11 @@ def expects_nothing(pattern: Any) -> bool:
 
 class SetupFailed(PeerError):
     """A step that only prepares the case failed: the harness could not complete the case."""
+
+
+class BrokerActed(SetupFailed):
+    """A set-up step the broker's own frames made impossible, against what the broker stated (it settled a delivery
+    it had said it would send unsettled): the broker acted, so the case is judged (never ERROR)."""
 
 
 class NotApplicable(Exception):
@@ -117,11 +122,17 @@ def no_credit(what: str, detail: str) -> NotApplicable:
 def setup_step(what: str, step: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a set-up step; turn its failure into :class:`SetupFailed` saying which step it was. A step that found
     no credit to send with raises :class:`NotApplicable` instead: the broker may withhold credit (AMQP 1.0 2.6.7),
-    so the row cannot run against it, and that is no failure of the harness."""
+    so the row cannot run against it, and that is no failure of the harness. A step that found the delivery it had
+    to dispose of settled by the broker raises :class:`NotApplicable` where the broker's stated sender settle mode
+    allows that (2.8.2), :class:`BrokerActed` where it does not."""
     try:
         return step(*args, **kwargs)
     except NoCredit as exc:
         raise no_credit(what, exc.summary) from exc
+    except SettledByBroker as exc:  # allowed: the row's condition cannot arise; else the broker broke its word
+        if exc.allowed:
+            raise NotApplicable(f"set-up step '{what}': {exc}, so the row cannot run against this broker") from exc
+        raise BrokerActed(f"set-up step '{what}' failed: {exc}") from exc
     except ExpectationFailed as exc:
         raise SetupFailed(f"set-up step '{what}' failed: {exc.summary}") from exc
     except PeerError as exc:

@@ -17,7 +17,7 @@ from amqp_conformance.peers.peer import PeerError, ScriptedPeer
 from amqp_conformance.peers.turns import waiting
 from proton import Condition, Delivery, symbol
 
-from .context import CaseContext, NotApplicable, SetupFailed, setup_step
+from .context import BrokerActed, CaseContext, NotApplicable, SetupFailed, setup_step
 
 NODE = "conformance.wire"  # after the profile's node prefix
 FRAMES = ("open", "begin", "attach-sender", "attach-receiver", "flow", "transfer", "disposition-accepted",
@@ -189,6 +189,20 @@ def _shared_exchange(ctx: CaseContext) -> ScriptedPeer | FailedExchange:
     return cached
 
 
+def broker_settled_first(peer: ScriptedPeer) -> tuple[str, bool] | None:
+    """Why our peer disposed of nothing the broker sent in the exchange, when the broker sent it settled: the
+    reason, and whether the sender settle mode the broker stated in its attach allows that (settled or mixed, the
+    default, 2.8.2); None when it sent nothing settled."""
+    sent = [frame for frame in peer.frames if frame.direction == "in" and frame.performative == "transfer"]
+    if not any(frame.fields.get("settled") for frame in sent):
+        return None
+    attaches = [frame for frame in peer.frames if frame.direction == "in" and frame.performative == "attach"
+                and frame.fields.get("role") == "sender"]
+    mode = (attaches[0].fields.get("snd-settle-mode") if attaches else None) or "mixed"
+    return (f"the broker sent its deliveries settled, under the sender settle mode it stated, {mode} (2.8.2), "
+            f"so there was none to dispose of", mode != "unsettled")
+
+
 def run_wire_performatives(ctx: CaseContext, given: dict[str, Any]) -> dict[str, Any]:
     """Observe ``decoded``, ``bytes``, ``form`` and ``link`` (the name of the link its handle is on) of the frame
     the row names.
@@ -209,6 +223,10 @@ def run_wire_performatives(ctx: CaseContext, given: dict[str, Any]) -> dict[str,
         raise stopped(f"{cached.reason}; no {given['side']} {given['frame']} frame was captured before that "
                       f"(captured: {captured})")
     if frame is None and given["side"] == "peer":
+        settled = broker_settled_first(peer)
+        if settled is not None:  # the broker left our peer nothing to dispose of
+            stopped = NotApplicable if settled[1] else BrokerActed
+            raise stopped(f"our peer wrote no {given['frame']} frame in the exchange: {settled[0]}")
         raise SetupFailed(f"our peer wrote no {given['frame']} frame in the exchange")
     return {"decoded": dict(frame.fields) if frame else None,
             "bytes": body_bytes(frame).hex() if frame else None,

@@ -77,6 +77,26 @@ class NoCredit(ExpectationFailed):
     it likes (AMQP 1.0 2.6.7), so this is the broker's choice, not a failure of the harness or of the broker."""
 
 
+class SettledByBroker(PeerError):
+    """The broker settled a delivery it sent before our outcome, so there is none left for a step to give
+    (proton writes no disposition for a delivery both ends settled). ``allowed``: the sender settle mode the
+    broker stated in its attach lets it do that (settled or mixed, 2.8.2), so the step's condition cannot arise
+    with it; False when it stated unsettled and broke its word."""
+
+    def __init__(self, message: str, allowed: bool) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
+def settled_by_broker(delivery: Delivery, step: str) -> SettledByBroker:
+    """The :class:`SettledByBroker` for a received ``delivery`` the broker settled before ``step``: whether its link's
+    sender settle mode, as the broker stated it, allows that."""
+    mode = delivery.link.remote_snd_settle_mode
+    named = {Link.SND_UNSETTLED: "unsettled", Link.SND_SETTLED: "settled", Link.SND_MIXED: "mixed"}.get(mode, mode)
+    return SettledByBroker(f"the broker settled the delivery before {step}, under the sender settle mode it "
+                           f"stated, {named} (2.8.2)", allowed=mode != Link.SND_UNSETTLED)
+
+
 @dataclass
 class ReceivedDelivery:
     """A whole message the peer received: proton's delivery, its transfer frames (one or more: 2.6.14) and the

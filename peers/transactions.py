@@ -92,7 +92,12 @@ def send_transactional(peer: ScriptedPeer, sender: Sender, body: Any, txn_id: by
 def dispose_transactional(peer: ScriptedPeer, delivery: Delivery, txn_id: bytes | None, outcome: str = "accepted",
                           *, settle: bool = False, symbolic: bool = False) -> Frame:
     """Dispose of a received delivery with ``transactional-state`` (``txn_id``, ``outcome``, the outcome
-    with its symbolic descriptor when ``symbolic``) and return the disposition frame our peer sent."""
+    with its symbolic descriptor when ``symbolic``) and return the disposition frame our peer sent; raises
+    :class:`.peer.SettledByBroker` when the broker settled the delivery already."""
+    if delivery.settled:  # the broker settled it (proton: settled by the remote): no disposition is written for it
+        from .peer import settled_by_broker
+
+        raise settled_by_broker(delivery, "its transactional disposition")
     since = peer.mark()
     delivery.local.data = [txn_id, control_body(outcome, symbolic=symbolic)]
     delivery.update(TRANSACTIONAL_STATE)
