@@ -19,15 +19,15 @@ from proton import Array, Data, Described, symbol, ulong
 
 from .amqp_types import BY_NAME
 from .frames import Frame
+from .sections import BODY_SECTIONS, SECTIONS
 from .transfers import deliveries, payload_of
 from .wire_types import composite_problems, describe, field_path_problem
 
 # 3.2: the sections in the order a message carries them (every body section is "body")
 ORDER = ("header", "delivery-annotations", "message-annotations", "properties", "application-properties", "body",
          "footer")
-# the section each descriptor names, by code or by symbol (3.2.1 to 3.2.9)
-CODES = {0x70: "header", 0x71: "delivery-annotations", 0x72: "message-annotations", 0x73: "properties",
-         0x74: "application-properties", 0x75: "data", 0x76: "amqp-sequence", 0x77: "amqp-value", 0x78: "footer"}
+# the section each descriptor names, by code (sections.py's names, a body section by its kind) or by symbol
+CODES = {code: BODY_SECTIONS.get(code, name) for code, name in SECTIONS.items()}
 SYMBOLS = {"amqp:header:list": 0x70, "amqp:delivery-annotations:map": 0x71, "amqp:message-annotations:map": 0x72,
            "amqp:properties:list": 0x73, "amqp:application-properties:map": 0x74, "amqp:data:binary": 0x75,
            "amqp:amqp-sequence:list": 0x76, "amqp:amqp-value:*": 0x77, "amqp:footer:map": 0x78}
