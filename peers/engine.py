@@ -58,7 +58,7 @@ class CapturingEngine:
         self.frames: list[Frame] = []
         self.listeners: list[FrameListener] = []
         self.framing_error: FramingError | None = None
-        self._inbound = FrameSplitter("in")
+        self._inbound = FrameSplitter("in", keep_decoded=True)  # the type check of every case reads it
         self._outbound = FrameSplitter("out")
         self._bound = False
         self._seq = itertools.count()

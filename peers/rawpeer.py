@@ -36,7 +36,7 @@ class _RawInput:
     """Captures inbound bytes as frames (a stream that loses its framing is captured as raw bytes)."""
 
     def __init__(self, capture: Callable[[Frame], None]) -> None:
-        self._splitter = FrameSplitter("in")
+        self._splitter = FrameSplitter("in", keep_decoded=True)  # the type check of every case reads it
         self._capture = capture
         self._broken = False
 

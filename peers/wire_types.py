@@ -45,8 +45,7 @@ _TYPE_NAMES: dict[type, str] = {
     type(None): "null", bool: "boolean", int: "long", float: "double", UUID: "uuid", memoryview: "binary",
     bytes: "binary", str: "string", list: "list", dict: "map", Array: "array", Described: "described",
     **{getattr(proton, name): name for name in ("ubyte", "ushort", "uint", "ulong", "byte", "short", "char",
-                                                "timestamp", "float32", "symbol", "decimal32", "decimal64",
-                                                "decimal128")},
+                                                "timestamp", "symbol", "decimal32", "decimal64", "decimal128")},
     proton.int32: "int", proton.float32: "float",
 }
 
